@@ -1,0 +1,55 @@
+"""lambda-idempotency: run a Lambda handler's side effect once, replay its result to retries.
+
+    from lambda_idempotency import DynamoDBStore, idempotent
+
+    @idempotent(store=DynamoDBStore(), key="order_id")
+    def handler(event, context): ...
+
+The code lives in private modules, one idea each; this module is the public surface.
+"""
+
+from ._clock import Clock, SystemClock
+from ._decorators import Options, idempotent, idempotent_function
+from ._errors import (
+    CompletionConflictError,
+    ConfigurationError,
+    IdempotencyError,
+    InProgressError,
+    KeyMissingError,
+    LeaseLostError,
+    MisuseError,
+    NoActiveExecutionError,
+    PayloadMismatchError,
+    ResultNotSerializableError,
+    ResultTooLargeError,
+    StoreError,
+)
+from ._execution import Execution, current_execution
+from ._record import AttributeNames, Record, Status
+from ._store import DynamoDBStore
+
+__all__ = [
+    "AttributeNames",
+    "Clock",
+    "CompletionConflictError",
+    "ConfigurationError",
+    "DynamoDBStore",
+    "Execution",
+    "IdempotencyError",
+    "InProgressError",
+    "KeyMissingError",
+    "LeaseLostError",
+    "MisuseError",
+    "NoActiveExecutionError",
+    "Options",
+    "PayloadMismatchError",
+    "Record",
+    "ResultNotSerializableError",
+    "ResultTooLargeError",
+    "Status",
+    "StoreError",
+    "SystemClock",
+    "current_execution",
+    "idempotent",
+    "idempotent_function",
+]

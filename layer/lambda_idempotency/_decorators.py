@@ -1,0 +1,202 @@
+"""`idempotent` for Lambda handlers and `idempotent_function` for any function.
+
+Each decoration builds its own `Idempotency` engine from its own arguments; a store passed to
+several decorators is only shared I/O, never shared configuration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import os
+from collections.abc import Callable
+from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack
+
+from . import _encoding, _execution, _keys
+from ._cache import ResultCache
+from ._clock import SYSTEM_CLOCK, Clock
+from ._errors import ConfigurationError
+from ._keys import Selector
+from ._protocol import Idempotency, Settings
+from ._store import DynamoDBStore
+
+P = ParamSpec("P")
+R = TypeVar("R")
+InProgressPolicy = Literal["raise", "wait"]
+
+
+def _store_all(result: Any) -> bool:
+    return True
+
+
+def build_engine(
+    function: Callable[..., Any],
+    *,
+    key: Selector,
+    payload: Selector | None = "@",
+    store: DynamoDBStore | None = None,
+    ttl_seconds: int = 3600,
+    lease_seconds: float | None = None,
+    on_in_progress: InProgressPolicy = "raise",
+    namespace: str | None = None,
+    scope: Selector | None = None,
+    key_required: bool = True,
+    max_wait_seconds: float | None = None,
+    store_result: Callable[[Any], bool] | None = None,
+    cache_size: int = 256,
+    clock: Clock = SYSTEM_CLOCK,
+) -> Idempotency:
+    """Validate one decorator's arguments and build its engine (shared by every front end)."""
+    if not isinstance(ttl_seconds, int) or ttl_seconds <= 0:
+        raise ConfigurationError(
+            f"ttl_seconds must be a positive whole number, not {ttl_seconds!r}"
+        )
+    if lease_seconds is not None and lease_seconds <= 0:
+        raise ConfigurationError(f"lease_seconds must be positive, not {lease_seconds!r}")
+    if max_wait_seconds is not None and max_wait_seconds < 0:
+        raise ConfigurationError(f"max_wait_seconds must not be negative, not {max_wait_seconds!r}")
+    if on_in_progress not in ("raise", "wait"):
+        raise ConfigurationError(
+            f"on_in_progress must be 'raise' or 'wait', not {on_in_progress!r}"
+        )
+    if cache_size < 0:
+        raise ConfigurationError(f"cache_size must not be negative, not {cache_size!r}")
+    settings = Settings(
+        key=_keys.compile_selector(key, role="key"),
+        payload=None if payload is None else _keys.compile_selector(payload, role="payload"),
+        scope=None if scope is None else _keys.compile_selector(scope, role="scope"),
+        store=_store_provider(store),
+        namespace=namespace if namespace is not None else default_namespace(function),
+        ttl_seconds=ttl_seconds,
+        lease_seconds=lease_seconds,
+        on_in_progress=on_in_progress,
+        max_wait_seconds=max_wait_seconds,
+        key_required=key_required,
+        should_store=store_result if store_result is not None else _store_all,
+        clock=clock,
+    )
+    return Idempotency(
+        settings,
+        return_type=functools.cache(lambda: _encoding.return_type_of(function)),
+        cache=ResultCache(max_items=cache_size) if cache_size > 0 else None,
+    )
+
+
+def default_namespace(function: Callable[..., Any]) -> str:
+    """Function name, module and qualified name: every SAM sample is `app.lambda_handler`, so
+    the Lambda function's name keeps two functions sharing a table apart."""
+    lambda_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "")
+    module = getattr(function, "__module__", "")
+    qualname = getattr(function, "__qualname__", type(function).__qualname__)
+    return f"{lambda_name}.{module}.{qualname}" if lambda_name else f"{module}.{qualname}"
+
+
+def _store_provider(store: DynamoDBStore | None) -> Callable[[], DynamoDBStore]:
+    """The store, created on first use when not given, so unit tests that set
+    IDEMPOTENCY_DISABLED need no table at import time."""
+    if store is not None:
+        return lambda: store
+    return functools.cache(DynamoDBStore)
+
+
+class Options(TypedDict, total=False):
+    """The settings every front end shares (`idempotent`, `idempotent_function`, ...).
+
+    payload: what must match on a retry under the same key (default: all of it; None: off).
+    store: the DynamoDBStore (default: one on IDEMPOTENCY_TABLE, created on first use).
+    ttl_seconds: how long a completed result replays (default 3600).
+    lease_seconds: how long a claim holds the key (default: the invocation's remaining time).
+    on_in_progress: "raise" InProgressError (default) or "wait" for the holder's result.
+    namespace: prefix of the stored key (default: Lambda function name, module, qualname).
+    scope: the tenant; part of the key hash, so tenants never replay each other's results.
+    key_required: raise KeyMissingError when the key is missing (default True).
+    max_wait_seconds: cap on how long "wait" polls.
+    store_result: result -> bool; results it refuses release the key so the retry runs again.
+    cache_size: completed results kept in memory per warm container (0: none).
+    clock: the time source (a test seam).
+    """
+
+    payload: Selector | None
+    store: DynamoDBStore | None
+    ttl_seconds: int
+    lease_seconds: float | None
+    on_in_progress: InProgressPolicy
+    namespace: str | None
+    scope: Selector | None
+    key_required: bool
+    max_wait_seconds: float | None
+    store_result: Callable[[Any], bool] | None
+    cache_size: int
+    clock: Clock
+
+
+def idempotent(
+    *, key: Selector, **options: Unpack[Options]
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Make a Lambda handler `handler(event, context)` idempotent on `key`, a JMESPath
+    expression over the event or a callable of it. See `Options` for the rest."""
+
+    def decorate(handler: Callable[P, R]) -> Callable[P, R]:
+        engine = build_engine(handler, key=key, **options)
+
+        @functools.wraps(handler)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            event = args[0] if args else kwargs.get("event")
+            context = args[1] if len(args) > 1 else kwargs.get("context")
+            token = _execution.lambda_context.set(context)
+            try:
+                return engine.run(event, context, lambda: handler(*args, **kwargs))
+            finally:
+                _execution.lambda_context.reset(token)
+
+        wrapper.idempotency = engine  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
+
+
+def idempotent_function(
+    *, key: Selector, **options: Unpack[Options]
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Make any function idempotent. The selectors see its arguments as a dict by parameter
+    name (dataclasses and pydantic models as dicts), however they were passed:
+    `@idempotent_function(key="order.id")` on `def ship(order: Order)`.
+
+    The lease is the remaining time of a Lambda context among the arguments or of the
+    enclosing `idempotent` handler, else `lease_seconds`.
+    """
+
+    def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        engine = build_engine(function, key=key, **options)
+        signature = inspect.signature(function)
+
+        @functools.wraps(function)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            data: dict[str, Any] = {}
+            context = None
+            for name, value in bound.arguments.items():
+                if hasattr(value, "get_remaining_time_in_millis"):
+                    context = value
+                elif name not in ("self", "cls"):
+                    data[name] = _plain(value)
+            if context is None:
+                context = _execution.lambda_context.get()
+            return engine.run(data, context, lambda: function(*args, **kwargs))
+
+        wrapper.idempotency = engine  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses and pydantic models as dicts, so JMESPath can select inside them."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    model_dump = getattr(value, "model_dump", None)
+    if callable(model_dump) and not isinstance(value, type):
+        return model_dump(mode="json")
+    return value

@@ -1,0 +1,99 @@
+"""The exception tree. Callers act on the first group; the second group is misuse.
+
+    IdempotencyError
+    ├── KeyMissingError          the key selector found nothing (nothing ran)
+    ├── PayloadMismatchError     same key, different payload (nothing ran)
+    ├── InProgressError          another invocation holds the key; retry after `retry_after`
+    ├── LeaseLostError           our lease lapsed and another claim took the key over
+    ├── CompletionConflictError  an enlisted business write's condition failed; nothing landed
+    ├── StoreError               DynamoDB failed or refused a request (botocore error chained)
+    └── misuse (programmer mistakes; fix the code, do not retry)
+        ├── ResultNotSerializableError   the handler returned something we cannot store
+        ├── ResultTooLargeError          the stored form exceeds what one transaction can hold
+        ├── NoActiveExecutionError       current_execution() outside a decorated call
+        └── ConfigurationError           a decorator or store was set up wrongly
+
+Every error carries `key_hash` (the stored `pk`, never the raw key) when one is known.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class IdempotencyError(Exception):
+    """Root of every error this library raises."""
+
+    def __init__(self, message: str, *, key_hash: str | None = None) -> None:
+        super().__init__(message)
+        self.key_hash = key_hash
+
+
+class KeyMissingError(IdempotencyError):
+    """The key expression selected nothing; the handler did not run."""
+
+
+class PayloadMismatchError(IdempotencyError):
+    """The key was used before with a different payload; the handler did not run."""
+
+
+class InProgressError(IdempotencyError):
+    """Another invocation holds the key. Retry after `retry_after` seconds."""
+
+    def __init__(self, message: str, *, key_hash: str | None = None, retry_after: int) -> None:
+        super().__init__(message, key_hash=key_hash)
+        self.retry_after = retry_after
+
+
+class LeaseLostError(IdempotencyError):
+    """Our lease lapsed and another claim owns the key; our enlisted writes did not land."""
+
+
+class CompletionConflictError(IdempotencyError):
+    """A business write enlisted with `add_write` failed its condition; nothing was written.
+
+    `reasons` holds DynamoDB's cancellation reasons, one per transaction item, the
+    idempotency record first.
+    """
+
+    def __init__(
+        self, message: str, *, key_hash: str | None = None, reasons: list[dict[str, Any]]
+    ) -> None:
+        super().__init__(message, key_hash=key_hash)
+        self.reasons = reasons
+
+
+class StoreError(IdempotencyError):
+    """DynamoDB failed or refused a request. `code` is botocore's error code, if any."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        key_hash: str | None = None,
+        code: str | None = None,
+        record: Any = None,
+    ) -> None:
+        super().__init__(message, key_hash=key_hash)
+        self.code = code
+        self.record = record
+
+
+class MisuseError(IdempotencyError):
+    """A programmer mistake: retrying will not help."""
+
+
+class ResultNotSerializableError(MisuseError, TypeError):
+    """The handler's result (or a part of it) has a type we cannot store."""
+
+
+class ResultTooLargeError(MisuseError):
+    """The stored result would exceed DynamoDB's transaction size limits."""
+
+
+class NoActiveExecutionError(MisuseError, RuntimeError):
+    """`current_execution()` was called outside a decorated call."""
+
+
+class ConfigurationError(MisuseError, ValueError):
+    """A decorator or a store was configured with values that cannot work."""

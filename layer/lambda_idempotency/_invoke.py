@@ -1,0 +1,121 @@
+"""Invoking a template's function locally, in a fresh process, without Docker."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._template import FunctionSpec
+
+RUNTIME = Path(__file__).with_name("_runtime.py")
+
+
+@dataclass
+class Invocation:
+    """What one local invocation returned and what the library logged while it ran."""
+
+    response: Any = None
+    error: dict[str, Any] | None = None
+    outcomes: list[str] = field(default_factory=list)
+    """The library's outcome log lines, in order: claimed, executed, replayed, ..."""
+    logs: str = ""
+
+    @property
+    def summary(self) -> str:
+        """executed, replayed or rejected, as a reader of the main job wants to know."""
+        if "replayed" in self.outcomes:
+            return "replayed"
+        if "executed" in self.outcomes:
+            return "executed"
+        rejected = {"payload_mismatch", "in_progress", "key_missing"} & set(self.outcomes)
+        if rejected:
+            return f"rejected ({', '.join(sorted(rejected))})"
+        if self.error is not None:
+            return f"failed ({self.error.get('errorType')})"
+        return "ran unprotected" if "unprotected" in self.outcomes else "no idempotency outcome"
+
+
+def lambda_environment(function: FunctionSpec, endpoint_url: str | None) -> dict[str, str]:
+    """The process environment Lambda would give the function, pointed at a local endpoint."""
+    environment = dict(os.environ)
+    environment.update(function.environment)
+    environment.setdefault("AWS_REGION", environment.get("AWS_DEFAULT_REGION", "us-east-1"))
+    environment.setdefault("AWS_DEFAULT_REGION", environment["AWS_REGION"])
+    environment["AWS_LAMBDA_FUNCTION_NAME"] = function.logical_id
+    environment["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] = str(function.memory_mb)
+    if endpoint_url is not None:
+        environment["AWS_ENDPOINT_URL_DYNAMODB"] = endpoint_url
+        # Local endpoints accept any credentials; never send real ones to them.
+        environment["AWS_ACCESS_KEY_ID"] = "local"
+        environment["AWS_SECRET_ACCESS_KEY"] = "local"
+        environment.pop("AWS_SESSION_TOKEN", None)
+        environment.pop("AWS_PROFILE", None)
+    return environment
+
+
+def invoke(function: FunctionSpec, event: Any, *, endpoint_url: str | None = None) -> Invocation:
+    with tempfile.TemporaryDirectory() as scratch:
+        result_path = Path(scratch) / "result.json"
+        spec = {
+            "handler": function.handler,
+            "code_dir": str(function.code_dir),
+            "layer_dirs": [str(path) for path in function.layer_dirs],
+            "function_name": function.logical_id,
+            "memory_mb": function.memory_mb,
+            "timeout_ms": function.timeout_seconds * 1000,
+            "event": event,
+            "result_path": str(result_path),
+        }
+        try:
+            completed = subprocess.run(
+                [sys.executable, str(RUNTIME)],
+                input=json.dumps(spec),
+                capture_output=True,
+                text=True,
+                env=lambda_environment(function, endpoint_url),
+                timeout=function.timeout_seconds + 5,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            return Invocation(
+                error={
+                    "errorType": "Sandbox.Timedout",
+                    "errorMessage": f"Task timed out after {function.timeout_seconds} seconds",
+                },
+                logs=str(exc.stderr or ""),
+            )
+        logs = completed.stdout + completed.stderr
+        invocation = Invocation(logs=logs, outcomes=_outcomes(completed.stderr))
+        if not result_path.exists():
+            invocation.error = {
+                "errorType": "Runtime.ExitError",
+                "errorMessage": f"the runtime exited with {completed.returncode}",
+            }
+            return invocation
+        outcome = json.loads(result_path.read_text(encoding="utf-8"))
+        if "response" in outcome:
+            invocation.response = outcome["response"]
+        else:
+            invocation.error = outcome
+        return invocation
+
+
+def _outcomes(stderr: str) -> list[str]:
+    outcomes = []
+    for line in stderr.splitlines():
+        _, brace, rest = line.partition("{")
+        if not brace or "lambda_idempotency" not in line:
+            continue
+        try:
+            record = json.loads(brace + rest)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and "idempotency" in record:
+            outcomes.append(str(record["idempotency"]))
+    return outcomes

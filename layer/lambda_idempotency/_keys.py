@@ -1,0 +1,98 @@
+"""Selecting the key, payload and scope from an event, and hashing them.
+
+Raw keys and payloads never leave this module: the store sees `pk` (namespace + sha256)
+and `payload_hash`, and so do the log lines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import decimal
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+from ._errors import ConfigurationError
+
+Selector = str | Callable[[Any], Any]
+"""A JMESPath expression over the event (Powertools' functions available), or a callable."""
+
+
+def compile_selector(selector: Selector, *, role: str) -> Callable[[Any], Any]:
+    """Turn a selector into a function of the event, failing at decoration time if invalid."""
+    if callable(selector):
+        return selector
+    if not isinstance(selector, str) or not selector.strip():
+        raise ConfigurationError(f"{role} must be a JMESPath expression or a callable")
+    import jmespath
+    from jmespath.exceptions import JMESPathError
+
+    try:
+        expression = jmespath.compile(selector)
+    except JMESPathError as exc:
+        raise ConfigurationError(f"{role} {selector!r} is not valid JMESPath: {exc}") from exc
+    if "powertools_" not in selector:
+        return expression.search
+    # Powertools' functions (powertools_json, powertools_base64, ...) cost an import, so only
+    # expressions that use them pay for it.
+    from aws_lambda_powertools.utilities.jmespath_utils import PowertoolsFunctions
+
+    options = jmespath.Options(custom_functions=PowertoolsFunctions())
+
+    def search(data: Any) -> Any:
+        return expression.search(data, options=options)
+
+    return search
+
+
+def is_missing(value: Any) -> bool:
+    """None, an empty string and empty containers are no key: protecting on them would merge
+    every such request into one."""
+    if value is None:
+        return True
+    if isinstance(value, str | list | tuple | dict):
+        return len(value) == 0 or (
+            isinstance(value, list | tuple) and all(item is None for item in value)
+        )
+    return False
+
+
+def to_jsonable(value: Any) -> Any:
+    """`json.dumps` default: the non-JSON types a Lambda event or result commonly holds."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    model_dump = getattr(value, "model_dump", None)
+    if model_dump is not None and callable(model_dump):
+        return model_dump(mode="json")
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    raise TypeError(f"Object of type {type(value).__qualname__} is not JSON serializable")
+
+
+def canonical_json(value: Any) -> bytes:
+    """Key order and whitespace never change the hash of the same value."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=to_jsonable
+    ).encode()
+
+
+def _sha256(value: Any, role: str) -> str:
+    try:
+        return hashlib.sha256(canonical_json(value)).hexdigest()
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"the selected {role} cannot be hashed: {exc}") from exc
+
+
+def key_hash(namespace: str, scope: Any, key: Any) -> str:
+    """The record's `pk`. The scope (tenant) is inside the hash, so tenants never collide."""
+    return f"{namespace}#{_sha256([scope, key], 'key')}"
+
+
+def payload_hash(payload: Any) -> str:
+    return _sha256(payload, "payload")

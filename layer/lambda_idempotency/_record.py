@@ -1,0 +1,44 @@
+"""The idempotency record as stored in DynamoDB, and the names of its attributes."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Status(enum.Enum):
+    IN_PROGRESS = "IN_PROGRESS"
+    COMPLETED = "COMPLETED"
+
+
+@dataclass(frozen=True, slots=True)
+class AttributeNames:
+    """Attribute names of the record; change them to share a table with another layout."""
+
+    pk: str = "pk"
+    status: str = "status"
+    expiration: str = "expiration"
+    lease_until: str = "lease_until"
+    owner: str = "owner"
+    payload_hash: str = "payload_hash"
+    result: str = "result"
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One key's state. `expiration` is epoch seconds, `lease_until` epoch milliseconds."""
+
+    pk: str
+    status: Status
+    expiration: int
+    lease_until: int | None = None
+    owner: str | None = None
+    payload_hash: str | None = None
+    result: bytes | None = None
+
+    def is_expired(self, now_ms: int) -> bool:
+        """DynamoDB deletes expired items days late, so an expired record counts as absent."""
+        return self.expiration < now_ms // 1000
+
+    def lease_lapsed(self, now_ms: int) -> bool:
+        return self.lease_until is not None and self.lease_until < now_ms

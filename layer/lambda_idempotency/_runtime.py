@@ -1,0 +1,63 @@
+"""A Lambda-like runtime for one local invocation, run as a script in a fresh interpreter.
+
+Run as a file, not as `-m`, so the library is first imported by the handler, from the
+function's code folder and its layers, the way Lambda's /var/task and /opt/python work.
+Reads a JSON spec on stdin; writes the handler's response (or Lambda's error shape) as
+JSON to the file the spec names; the handler's own output goes to stdout and stderr.
+"""
+
+import importlib
+import json
+import logging
+import os
+import sys
+import time
+import traceback
+import uuid
+from typing import Any
+
+
+class LocalContext:
+    """The attributes and method of Lambda's context object that handlers use."""
+
+    def __init__(self, function_name: str, memory_mb: int, timeout_ms: int) -> None:
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.memory_limit_in_mb = memory_mb
+        self.aws_request_id = str(uuid.uuid4())
+        region = os.environ.get("AWS_REGION", "us-east-1")
+        self.invoked_function_arn = f"arn:aws:lambda:{region}:123456789012:function:{function_name}"
+        self.log_group_name = f"/aws/lambda/{function_name}"
+        self.log_stream_name = "local"
+        self._deadline = time.monotonic() + timeout_ms / 1000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def main() -> None:
+    sys.path.pop(0)  # this file's folder: the library's own modules must not be top-level
+    spec = json.load(sys.stdin)
+    sys.path[:0] = [spec["code_dir"], *spec["layer_dirs"]]
+    os.chdir(spec["code_dir"])
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s"
+    )
+    context = LocalContext(spec["function_name"], spec["memory_mb"], spec["timeout_ms"])
+    module_name, _, function_name = spec["handler"].rpartition(".")
+    outcome: dict[str, Any]
+    try:
+        handler = getattr(importlib.import_module(module_name), function_name)
+        outcome = {"response": handler(spec["event"], context)}
+    except Exception as exc:
+        outcome = {
+            "errorType": type(exc).__name__,
+            "errorMessage": str(exc),
+            "stackTrace": traceback.format_exception(exc),
+        }
+    with open(spec["result_path"], "w", encoding="utf-8") as result:
+        json.dump(outcome, result, default=str)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""Reading a SAM `template.yaml` for local work: functions, their environment, the table.
+
+Local runs take handler, code location, timeout, environment and table definition from the
+same template that deploys, so what runs on a laptop is what ships.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._errors import ConfigurationError
+
+TABLE_TYPE = "AWS::DynamoDB::Table"
+FUNCTION_TYPE = "AWS::Serverless::Function"
+LAYER_TYPE = "AWS::Serverless::LayerVersion"
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    logical_id: str
+    handler: str
+    code_dir: Path
+    timeout_seconds: int
+    memory_mb: int
+    environment: dict[str, str]
+    layer_dirs: list[Path] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    logical_id: str
+    name: str
+    key_schema: list[dict[str, str]]
+    attribute_definitions: list[dict[str, str]]
+    ttl_attribute: str | None
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    class CloudFormationLoader(yaml.SafeLoader):
+        """Reads `!Ref X` as {"Ref": X}, `!GetAtt A.B` as {"Fn::GetAtt": [A, B]}, and so on."""
+
+    def intrinsic(loader: yaml.SafeLoader, tag_suffix: str, node: yaml.Node) -> Any:
+        name = "Ref" if tag_suffix == "Ref" else f"Fn::{tag_suffix}"
+        if isinstance(node, yaml.ScalarNode):
+            value: Any = loader.construct_scalar(node)
+            if tag_suffix == "GetAtt":
+                value = str(value).split(".", 1)
+        elif isinstance(node, yaml.SequenceNode):
+            value = loader.construct_sequence(node, deep=True)
+        else:
+            value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+        return {name: value}
+
+    CloudFormationLoader.add_multi_constructor("!", intrinsic)
+    with path.open(encoding="utf-8") as stream:
+        document = yaml.load(stream, Loader=CloudFormationLoader)
+    if not isinstance(document, dict) or "Resources" not in document:
+        raise ConfigurationError(f"{path} is not a SAM/CloudFormation template (no Resources)")
+    return document
+
+
+class Template:
+    """A SAM template, with the few CloudFormation intrinsics local runs need resolved."""
+
+    def __init__(self, path: str | Path = "template.yaml") -> None:
+        self.path = Path(path).resolve()
+        if not self.path.is_file():
+            raise ConfigurationError(f"no template at {path}")
+        self.root = self.path.parent
+        self.document = _load_yaml(self.path)
+        self.resources: dict[str, dict[str, Any]] = self.document["Resources"]
+
+    def of_type(self, resource_type: str) -> dict[str, dict[str, Any]]:
+        return {
+            logical_id: resource
+            for logical_id, resource in self.resources.items()
+            if resource.get("Type") == resource_type
+        }
+
+    def table(self, logical_id: str | None = None) -> TableSpec:
+        tables = self.of_type(TABLE_TYPE)
+        if logical_id is None:
+            if len(tables) != 1:
+                raise ConfigurationError(f"{len(tables)} DynamoDB tables in the template; name one")
+            logical_id = next(iter(tables))
+        if logical_id not in tables:
+            raise ConfigurationError(f"no DynamoDB table {logical_id!r} in the template")
+        properties = tables[logical_id].get("Properties", {})
+        ttl = properties.get("TimeToLiveSpecification") or {}
+        return TableSpec(
+            logical_id=logical_id,
+            name=self._table_name(logical_id),
+            key_schema=properties["KeySchema"],
+            attribute_definitions=properties["AttributeDefinitions"],
+            ttl_attribute=ttl.get("AttributeName") if ttl.get("Enabled") else None,
+        )
+
+    def tables(self) -> list[TableSpec]:
+        return [self.table(logical_id) for logical_id in self.of_type(TABLE_TYPE)]
+
+    def functions(self) -> dict[str, FunctionSpec]:
+        return {logical_id: self.function(logical_id) for logical_id in self.of_type(FUNCTION_TYPE)}
+
+    def function(self, logical_id: str) -> FunctionSpec:
+        functions = self.of_type(FUNCTION_TYPE)
+        if logical_id not in functions:
+            known = ", ".join(sorted(functions)) or "none"
+            raise ConfigurationError(
+                f"no function {logical_id!r} in the template (functions: {known})"
+            )
+        defaults = self.document.get("Globals", {}).get("Function", {})
+        properties = functions[logical_id].get("Properties", {})
+
+        def setting(name: str, default: Any = None) -> Any:
+            return properties.get(name, defaults.get(name, default))
+
+        environment = {
+            **defaults.get("Environment", {}).get("Variables", {}),
+            **properties.get("Environment", {}).get("Variables", {}),
+        }
+        layers = [
+            self.root / self.resources[layer["Ref"]]["Properties"]["ContentUri"]
+            for layer in setting("Layers", [])
+            if isinstance(layer, dict) and layer.get("Ref") in self.resources
+        ]
+        return FunctionSpec(
+            logical_id=logical_id,
+            handler=str(setting("Handler")),
+            code_dir=self.root / str(setting("CodeUri", ".")),
+            timeout_seconds=int(setting("Timeout", 3)),
+            memory_mb=int(setting("MemorySize", 128)),
+            environment={name: self._resolve(value) for name, value in environment.items()},
+            layer_dirs=layers,
+        )
+
+    def _table_name(self, logical_id: str) -> str:
+        """Locally a table is named by its TableName when literal, else by its logical id."""
+        name = self.resources[logical_id].get("Properties", {}).get("TableName")
+        return name if isinstance(name, str) else logical_id
+
+    def _resolve(self, value: Any) -> str:
+        if isinstance(value, dict) and "Ref" in value:
+            target = value["Ref"]
+            if self.resources.get(target, {}).get("Type") == TABLE_TYPE:
+                return self._table_name(target)
+            return str(target)
+        if isinstance(value, dict):
+            raise ConfigurationError(f"cannot resolve {value} for a local run")
+        return str(value)

@@ -1,0 +1,472 @@
+"""The decorators on moto: selection, validation, results, policies, failures, logs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import subprocess
+import sys
+from typing import Any
+
+import lambda_idempotency
+import pytest
+from lambda_idempotency import (
+    ConfigurationError,
+    DynamoDBStore,
+    KeyMissingError,
+    NoActiveExecutionError,
+    PayloadMismatchError,
+    ResultNotSerializableError,
+    StoreError,
+    current_execution,
+    idempotent,
+    idempotent_function,
+)
+
+from tests.conftest import FakeClock, RoundTrips
+from tests.unit.models import Payment
+
+
+def items(store: DynamoDBStore) -> list[dict[str, Any]]:
+    return store.client.scan(TableName=store.table_name)["Items"]  # type: ignore[no-any-return]
+
+
+# -- keys, payloads, scopes --------------------------------------------------------------
+
+
+def test_missing_key_raises_and_nothing_runs_or_is_stored(moto_store: DynamoDBStore) -> None:
+    runs: list[int] = []
+
+    @idempotent(store=moto_store, key="order_id")
+    def handler(event: dict[str, Any], context: Any) -> str:
+        runs.append(1)
+        return "ok"
+
+    for event in ({}, {"order_id": None}, {"order_id": ""}, {"order_id": []}):
+        with pytest.raises(KeyMissingError):
+            handler(event, None)
+    assert runs == []
+    assert items(moto_store) == []
+
+
+def test_optional_key_runs_unprotected_each_time(moto_store: DynamoDBStore, caplog: Any) -> None:
+    runs: list[int] = []
+
+    @idempotent(store=moto_store, key="order_id", key_required=False)
+    def handler(event: dict[str, Any], context: Any) -> int:
+        runs.append(1)
+        return len(runs)
+
+    with caplog.at_level(logging.WARNING, logger="lambda_idempotency"):
+        assert [handler({}, None), handler({}, None)] == [1, 2]
+    assert items(moto_store) == []
+    assert "unprotected" in caplog.text
+
+
+def test_powertools_jmespath_functions_select_inside_a_json_body(moto_store: DynamoDBStore) -> None:
+    runs: list[int] = []
+
+    @idempotent(
+        store=moto_store, key="powertools_json(body).order.id", payload="powertools_json(body)"
+    )
+    def handler(event: dict[str, Any], context: Any) -> int:
+        runs.append(1)
+        return len(runs)
+
+    # Same JSON in another key order and spacing: same key, same payload.
+    assert handler({"body": '{"order": {"id": "o-1", "amount": 5}}'}, None) == 1
+    assert handler({"body": '{ "order": { "amount": 5, "id": "o-1" } }'}, None) == 1
+    with pytest.raises(PayloadMismatchError):
+        handler({"body": '{"order": {"id": "o-1", "amount": 6}}'}, None)
+
+
+def test_callable_selectors(moto_store: DynamoDBStore) -> None:
+    @idempotent(store=moto_store, key=lambda event: event["a"] + event["b"], payload=None)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return event
+
+    assert handler({"a": "x", "b": "y", "n": 1}, None) == {"a": "x", "b": "y", "n": 1}
+    assert handler({"a": "x", "b": "y", "n": 2}, None) == {
+        "a": "x",
+        "b": "y",
+        "n": 1,
+    }  # no validation
+
+
+def test_scope_keeps_tenants_apart(moto_store: DynamoDBStore) -> None:
+    @idempotent(store=moto_store, key="key", scope="tenant", payload="amount")
+    def handler(event: dict[str, Any], context: Any) -> str:
+        return f"{event['tenant']}:{event['amount']}"
+
+    assert handler({"key": "k", "tenant": "A", "amount": 1}, None) == "A:1"
+    assert (
+        handler({"key": "k", "tenant": "B", "amount": 2}, None) == "B:2"
+    )  # no mismatch, no replay
+    assert len(items(moto_store)) == 2
+
+
+def test_invalid_configuration_fails_at_decoration() -> None:
+    store = DynamoDBStore("t")
+    with pytest.raises(ConfigurationError, match="not valid JMESPath"):
+        idempotent(store=store, key="order[")(lambda event, context: None)
+    with pytest.raises(ConfigurationError, match="ttl_seconds"):
+        idempotent(store=store, key="id", ttl_seconds=0)(lambda event, context: None)
+    with pytest.raises(ConfigurationError, match="on_in_progress"):
+        idempotent(store=store, key="id", on_in_progress="block")(lambda event, context: None)  # type: ignore[typeddict-item]
+
+
+def test_store_needs_a_table_name(monkeypatch: Any) -> None:
+    monkeypatch.delenv("IDEMPOTENCY_TABLE", raising=False)
+    with pytest.raises(ConfigurationError, match="IDEMPOTENCY_TABLE"):
+        DynamoDBStore()
+    monkeypatch.setenv("IDEMPOTENCY_TABLE", "from-env")
+    assert DynamoDBStore().table_name == "from-env"
+
+
+# -- results ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Line:
+    sku: str
+    quantity: int
+
+
+@dataclasses.dataclass
+class Receipt:
+    order_id: str
+    lines: list[Line]
+    note: str | None = None
+
+
+def test_dataclass_results_are_rehydrated_on_replay(moto_store: DynamoDBStore) -> None:
+    @idempotent(store=moto_store, key="order_id", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> Receipt:
+        return Receipt(event["order_id"], [Line("sku-1", 2)])
+
+    first = handler({"order_id": "o-1"}, None)
+    replay = handler({"order_id": "o-1"}, None)
+    assert replay == first
+    assert isinstance(replay, Receipt) and isinstance(replay.lines[0], Line)
+    assert handler.idempotency.stats["replayed"] == 1
+
+
+def test_pydantic_results_are_rehydrated_on_replay(moto_store: DynamoDBStore) -> None:
+    @idempotent(store=moto_store, key="id", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> Payment:
+        return Payment(id=event["id"], amount=3)
+
+    assert handler({"id": "p"}, None) == handler({"id": "p"}, None) == Payment(id="p", amount=3)
+    assert handler.idempotency.stats["replayed"] == 1
+
+
+@pytest.mark.parametrize("value", [0, "", {}, [], None, False, 0.5])
+def test_falsy_results_replay_as_themselves(moto_store: DynamoDBStore, value: Any) -> None:
+    runs: list[int] = []
+
+    @idempotent(store=moto_store, key="id", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        runs.append(1)
+        return value
+
+    assert handler({"id": 1}, None) == value
+    replay = handler({"id": 1}, None)
+    assert replay == value and type(replay) is type(value)
+    assert runs == [1]
+
+
+def test_unserializable_result_names_its_type_and_releases(moto_store: DynamoDBStore) -> None:
+    class Opaque:
+        pass
+
+    @idempotent(store=moto_store, key="id")
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        return {"thing": Opaque()}
+
+    with pytest.raises(ResultNotSerializableError, match="Opaque"):
+        handler({"id": 1}, None)
+    assert items(moto_store) == []
+
+
+def test_100kb_json_result_is_stored_in_at_most_25kb(moto_store: DynamoDBStore) -> None:
+    rows = [
+        {"id": n, "sku": f"SKU-{n % 97:04d}", "name": f"item {n}", "price_cents": (n * 37) % 10_000}
+        for n in range(1_600)
+    ]
+    document = json.dumps(rows)
+    assert len(document) >= 100_000
+
+    @idempotent(store=moto_store, key="id")
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        return rows
+
+    handler({"id": 1}, None)
+    stored = items(moto_store)[0]["result"]["B"]
+    assert len(stored) <= 25_000
+
+
+def test_store_result_policy_releases_unstored_results(moto_store: DynamoDBStore) -> None:
+    runs: list[int] = []
+
+    @idempotent(store=moto_store, key="id", store_result=lambda result: result["status"] < 500)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
+        runs.append(1)
+        return {"status": 503 if len(runs) == 1 else 200}
+
+    assert handler({"id": 1}, None) == {"status": 503}
+    assert items(moto_store) == []
+    assert handler({"id": 1}, None) == {"status": 200}
+    assert handler({"id": 1}, None) == {"status": 200}
+    assert runs == [1, 1]
+
+
+# -- settings are per decorator ---------------------------------------------------------
+
+
+def test_decorators_sharing_a_store_keep_their_own_settings(moto_store: DynamoDBStore) -> None:
+    @idempotent(store=moto_store, key="id", payload=None, namespace="shared")
+    def lenient(event: dict[str, Any], context: Any) -> str:
+        return "lenient"
+
+    @idempotent(store=moto_store, key="id", payload="@", namespace="strict")
+    def strict(event: dict[str, Any], context: Any) -> str:
+        return "strict"
+
+    assert strict({"id": 1, "v": 1}, None) == "strict"
+    assert lenient({"id": 1, "v": 1}, None) == "lenient"
+    assert lenient({"id": 1, "v": 2}, None) == "lenient"  # no validation configured here
+    with pytest.raises(PayloadMismatchError):
+        strict({"id": 1, "v": 2}, None)
+
+
+# -- the cache --------------------------------------------------------------------------
+
+
+def test_warm_cache_respects_expiration(moto_store: DynamoDBStore) -> None:
+    clock = FakeClock()
+    runs: list[int] = []
+    trips = RoundTrips(moto_store.client)
+
+    @idempotent(store=moto_store, key="id", ttl_seconds=10, clock=clock)
+    def handler(event: dict[str, Any], context: Any) -> int:
+        runs.append(1)
+        return len(runs)
+
+    assert handler({"id": 1}, None) == 1
+    trips.take()
+    assert handler({"id": 1}, None) == 1
+    assert trips.take() == []
+    clock.advance(11)
+    assert handler({"id": 1}, None) == 2  # expired in memory and in the table: runs again
+
+
+def test_cache_still_validates_the_payload(moto_store: DynamoDBStore) -> None:
+    @idempotent(store=moto_store, key="id")
+    def handler(event: dict[str, Any], context: Any) -> str:
+        return "ok"
+
+    handler({"id": 1, "v": 1}, None)
+    trips = RoundTrips(moto_store.client)
+    with pytest.raises(PayloadMismatchError):
+        handler({"id": 1, "v": 2}, None)
+    assert trips.take() == []
+
+
+# -- failures ---------------------------------------------------------------------------
+
+
+class FailingClient:
+    """A DynamoDB client whose chosen operations fail, as a throttled or broken table does."""
+
+    def __init__(self, client: Any, failing: set[str], *, after: int = 0) -> None:
+        self._client = client
+        self._failing = failing
+        self._after = after
+        self.meta = client.meta
+
+    def __getattr__(self, name: str) -> Any:
+        operation = getattr(self._client, name)
+        if name not in self._failing:
+            return operation
+
+        def fail(**kwargs: Any) -> Any:
+            if self._after > 0:
+                self._after -= 1
+                return operation(**kwargs)
+            from botocore.exceptions import ClientError
+
+            raise ClientError(
+                {
+                    "Error": {
+                        "Code": "ProvisionedThroughputExceededException",
+                        "Message": "slow down",
+                    }
+                },
+                name,
+            )
+
+        return fail
+
+
+def test_store_failure_at_claim_fails_closed(moto_store: DynamoDBStore) -> None:
+    broken = DynamoDBStore(
+        moto_store.table_name, client=FailingClient(moto_store.client, {"put_item"})
+    )  # type: ignore[arg-type]
+    runs: list[int] = []
+
+    @idempotent(store=broken, key="id")
+    def handler(event: dict[str, Any], context: Any) -> str:
+        runs.append(1)
+        return "ok"
+
+    with pytest.raises(StoreError) as caught:
+        handler({"id": 1}, None)
+    assert caught.value.code == "ProvisionedThroughputExceededException"
+    assert caught.value.__cause__ is not None
+    assert runs == []
+
+
+def test_store_failure_at_completion_still_returns_the_result(
+    moto_store: DynamoDBStore, caplog: Any
+) -> None:
+    flaky = DynamoDBStore(
+        moto_store.table_name,
+        client=FailingClient(moto_store.client, {"put_item"}, after=1),  # type: ignore[arg-type]
+    )
+
+    @idempotent(store=flaky, key="id")
+    def handler(event: dict[str, Any], context: Any) -> str:
+        return "charged"
+
+    with caplog.at_level(logging.ERROR, logger="lambda_idempotency"):
+        assert handler({"id": 1}, None) == "charged"
+    assert handler.idempotency.stats["completion_failed"] == 1
+    assert "completion_failed" in caplog.text
+
+
+def test_log_lines_carry_the_hash_never_the_raw_key_or_payload(
+    moto_store: DynamoDBStore, caplog: Any
+) -> None:
+    @idempotent(store=moto_store, key="card", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> str:
+        if event.get("fail"):
+            raise RuntimeError("declined")
+        return "ok"
+
+    secret, amount = "4111-1111-1111-1111", "amount-31337"
+    with caplog.at_level(logging.DEBUG, logger="lambda_idempotency"):
+        handler({"card": secret, "amount": amount}, None)
+        handler({"card": secret, "amount": amount}, None)
+        with pytest.raises(PayloadMismatchError):
+            handler({"card": secret, "amount": "other"}, None)
+        with pytest.raises(RuntimeError):
+            handler({"card": "other-card", "fail": True}, None)
+    outcomes = [json.loads(record.getMessage())["idempotency"] for record in caplog.records]
+    assert outcomes == [
+        "claimed",
+        "executed",
+        "replayed",
+        "payload_mismatch",
+        "claimed",
+        "released",
+    ]
+    assert secret not in caplog.text and amount not in caplog.text
+    assert all(json.loads(record.getMessage())["key_hash"] for record in caplog.records)
+
+
+def test_disabled_runs_every_time_with_a_warning(monkeypatch: Any) -> None:
+    monkeypatch.setenv("IDEMPOTENCY_DISABLED", "1")
+    monkeypatch.delenv("IDEMPOTENCY_TABLE", raising=False)
+    runs: list[int] = []
+
+    @idempotent(key="id")  # no store, no table: nothing is touched
+    def handler(event: dict[str, Any], context: Any) -> int:
+        runs.append(1)
+        return len(runs)
+
+    with pytest.warns(RuntimeWarning, match="IDEMPOTENCY_DISABLED"):
+        assert handler({"id": 1}, None) == 1
+    assert handler({"id": 1}, None) == 2
+
+
+def test_current_execution_outside_a_call_is_a_clear_error() -> None:
+    with pytest.raises(NoActiveExecutionError):
+        current_execution()
+
+
+def test_add_write_rejects_malformed_items(moto_store: DynamoDBStore) -> None:
+    @idempotent(store=moto_store, key="id")
+    def handler(event: dict[str, Any], context: Any) -> None:
+        current_execution().add_write({"Insert": {}})
+
+    with pytest.raises(ConfigurationError, match="Insert"):
+        handler({"id": 1}, None)
+    assert items(moto_store) == []  # released
+
+
+# -- idempotent_function ------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Order:
+    id: str
+    amount: int
+
+
+def test_idempotent_function_selects_from_arguments_however_passed(
+    moto_store: DynamoDBStore,
+) -> None:
+    runs: list[int] = []
+
+    @idempotent_function(store=moto_store, key="order.id", payload="order")
+    def ship(order: Order, priority: bool = False) -> dict[str, Any]:
+        runs.append(1)
+        return {"shipped": order.id}
+
+    assert ship(Order("o-1", 5)) == {"shipped": "o-1"}
+    assert ship(order=Order("o-1", 5), priority=True) == {"shipped": "o-1"}
+    with pytest.raises(PayloadMismatchError):
+        ship(Order("o-1", 6))
+    assert runs == [1]
+
+
+def test_idempotent_function_leases_for_the_enclosing_invocation(moto_store: DynamoDBStore) -> None:
+    leases: list[int | None] = []
+    clock = FakeClock()
+
+    @idempotent_function(store=moto_store, key="item", clock=clock)
+    def reserve(item: str) -> str:
+        leases.append(current_execution().lease_until_ms)
+        return item
+
+    @idempotent(store=moto_store, key="id", clock=clock)
+    def handler(event: dict[str, Any], context: Any) -> str:
+        return reserve("sku-1")
+
+    from lambda_idempotency.testing import FakeLambdaContext
+
+    handler({"id": 1}, FakeLambdaContext(remaining_ms=7_000))
+    assert leases == [clock.now_ms() + 7_000]
+
+
+# -- the package surface ------------------------------------------------------------------
+
+
+def test_all_lists_every_public_name() -> None:
+    public = {
+        name for name in dir(lambda_idempotency) if name.isidentifier() and not name.startswith("_")
+    }
+    assert set(lambda_idempotency.__all__) == public - {"testing"}
+
+
+def test_import_loads_neither_pydantic_nor_powertools() -> None:
+    code = (
+        "import sys, lambda_idempotency;"
+        "heavy = ('pydantic', 'aws_lambda_powertools');"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))"
+    )
+    output = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert output.stdout.strip() == "[]"
