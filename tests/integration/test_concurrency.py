@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from lambda_idempotency import DynamoDBStore, InProgressError, idempotent
 
+from lambda_idempotency import DynamoDBStore, InProgressError, idempotent
 from tests.conftest import FakeContext, create_table, local_client
 
 THREADS = 32

@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 import pytest
+
 from lambda_idempotency import (
     CompletionConflictError,
     DynamoDBStore,
@@ -17,7 +18,6 @@ from lambda_idempotency import (
     current_execution,
     idempotent,
 )
-
 from tests.conftest import FakeClock, FakeContext, RoundTrips, create_table
 
 

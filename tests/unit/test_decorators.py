@@ -9,8 +9,9 @@ import subprocess
 import sys
 from typing import Any
 
-import lambda_idempotency
 import pytest
+
+import lambda_idempotency
 from lambda_idempotency import (
     ConfigurationError,
     DynamoDBStore,
@@ -23,7 +24,6 @@ from lambda_idempotency import (
     idempotent,
     idempotent_function,
 )
-
 from tests.conftest import FakeClock, RoundTrips
 from tests.unit.models import Payment
 
