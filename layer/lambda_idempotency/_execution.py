@@ -23,6 +23,7 @@ class Execution:
     owner: str | None
     """The claim's fencing token."""
     lease_until_ms: int | None
+    claimed_at_ms: int | None = None
     writes: list[Mapping[str, Any]] = field(default_factory=list)
 
     def add_write(self, transact_item: Mapping[str, Any]) -> None:

@@ -174,6 +174,7 @@ class Idempotency:
             self._count("store_error", logging.ERROR, pk, step="claim", code=exc.code)
             raise
         if won:
+            execution.claimed_at_ms = now
             self._log_claim(pk, other, now)
         return won, other
 
@@ -195,6 +196,7 @@ class Idempotency:
                 payload_hash=payload_hash,
                 result=_encoding.pack(document),
                 expiration_s=expiration,
+                claimed_at_ms=execution.claimed_at_ms,
                 writes=execution.writes,
             )
         except CompletionConflictError:

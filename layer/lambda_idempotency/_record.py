@@ -22,6 +22,7 @@ class AttributeNames:
     owner: str = "owner"
     payload_hash: str = "payload_hash"
     result: str = "result"
+    claimed_at: str = "claimed_at"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,8 @@ class Record:
     owner: str | None = None
     payload_hash: str | None = None
     result: bytes | None = None
+    claimed_at: int | None = None
+    """Epoch milliseconds of the claim that wrote the record; for operators (age, stuck)."""
 
     def is_expired(self, now_ms: int) -> bool:
         """DynamoDB deletes expired items days late, so an expired record counts as absent."""

@@ -124,6 +124,7 @@ class DynamoDBStore:
             names.expiration: {"N": str(expiration_s)},
             names.lease_until: {"N": str(lease_until_ms)},
             names.owner: {"S": owner},
+            names.claimed_at: {"N": str(now_ms)},
         }
         if payload_hash is not None:
             item[names.payload_hash] = {"S": payload_hash}
@@ -164,6 +165,7 @@ class DynamoDBStore:
         payload_hash: str | None,
         result: bytes,
         expiration_s: int,
+        claimed_at_ms: int | None = None,
         writes: Sequence[Mapping[str, Any]] = (),
     ) -> bool:
         """Store the result, fenced on `owner`. Returns False when another claim took the key
@@ -178,6 +180,8 @@ class DynamoDBStore:
             names.owner: {"S": owner},
             names.result: {"B": stored},
         }
+        if claimed_at_ms is not None:
+            item[names.claimed_at] = {"N": str(claimed_at_ms)}
         if payload_hash is not None:
             item[names.payload_hash] = {"S": payload_hash}
         put = {
@@ -342,6 +346,7 @@ class DynamoDBStore:
         owner = item.get(names.owner)
         payload = item.get(names.payload_hash)
         result = item.get(names.result)
+        claimed_at = item.get(names.claimed_at)
         return Record(
             pk=item[names.pk]["S"],
             status=Status(item[names.status]["S"]),
@@ -350,6 +355,7 @@ class DynamoDBStore:
             owner=None if owner is None else owner["S"],
             payload_hash=None if payload is None else payload["S"],
             result=None if result is None else bytes(result["B"]),
+            claimed_at=None if claimed_at is None else int(claimed_at["N"]),
         )
 
 
