@@ -6,7 +6,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 export DYNAMODB_LOCAL_HOME := $(CURDIR)/.tools/dynamodb-local
 
-.PHONY: setup demo test lint clean
+SAM_VENV := .tools/sam
+export SAM_CLI_TELEMETRY := 0
+
+.PHONY: setup demo test lint sam-check clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -34,5 +37,15 @@ lint: setup
 	$(BIN)/ruff format --check layer tests functions
 	$(BIN)/mypy
 
+## SAM CLI in a virtualenv of its own (its pins must not constrain the library's).
+$(SAM_VENV)/bin/sam:
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/python -m pip install --quiet 'aws-sam-cli>=1.130'
+
+## The template lints clean and builds (layer from layer/, functions from functions/).
+sam-check: $(SAM_VENV)/bin/sam
+	$(SAM_VENV)/bin/sam validate --lint
+	$(SAM_VENV)/bin/sam build --build-dir .aws-sam/build
+
 clean:
-	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .tools .aws-sam .pytest_cache .mypy_cache .ruff_cache

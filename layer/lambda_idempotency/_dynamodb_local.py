@@ -105,6 +105,7 @@ class DynamoDBLocal:
             "-jar",
             str(jar_dir / "DynamoDBLocal.jar"),
             "-inMemory",
+            "-sharedDb",  # one database whatever the credentials and region of the caller
             "-port",
             str(self.port),
         ]

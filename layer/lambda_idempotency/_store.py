@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -45,6 +46,13 @@ CHUNK_BYTES = 350_000
 MAX_TRANSACTION_BYTES = 3_800_000
 """TransactWriteItems carries at most 4 MB; keep room for the record and enlisted writes."""
 MAX_TRANSACTION_ITEMS = 100
+
+RUNTIME_IAM_ACTIONS = frozenset(
+    {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:BatchGetItem"}
+)
+"""What a decorated function needs on the idempotency table, no more. TransactWriteItems is
+authorised per item: our items in it are PutItems (record and chunks). Enlisted business
+writes need their own actions on their own tables. Scan is for operators only."""
 
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 _TRANSACTION_CANCELED = "TransactionCanceledException"
@@ -236,6 +244,45 @@ class DynamoDBStore:
             "delete_item", pk, set(), TableName=self.table_name, Key={self.names.pk: {"S": pk}}
         )
 
+    def scan_stuck(
+        self, *, claimed_before_ms: int, now_ms: int, page_size: int | None = None
+    ) -> Iterator[ScanPage]:
+        """Live IN_PROGRESS records claimed before a time, page by page (operators only: a
+        scan reads the whole table, and each page says what it cost)."""
+        names = self.names
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "FilterExpression": (
+                "#status = :in_progress AND #expiration >= :now_s"
+                " AND (#claimed_at < :before OR attribute_not_exists(#claimed_at))"
+            ),
+            "ExpressionAttributeNames": {
+                "#status": names.status,
+                "#expiration": names.expiration,
+                "#claimed_at": names.claimed_at,
+            },
+            "ExpressionAttributeValues": {
+                ":in_progress": {"S": Status.IN_PROGRESS.value},
+                ":now_s": {"N": str(now_ms // 1000)},
+                ":before": {"N": str(claimed_before_ms)},
+            },
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        if page_size is not None:
+            request["Limit"] = page_size
+        while True:
+            response, _ = self._send("scan", None, set(), **request)
+            capacity = response.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0)
+            yield ScanPage(
+                records=[self._record(item) for item in response.get("Items", [])],
+                scanned=int(response.get("ScannedCount", 0)),
+                capacity_units=float(capacity),
+            )
+            last_key = response.get("LastEvaluatedKey")
+            if last_key is None:
+                return
+            request["ExclusiveStartKey"] = last_key
+
     def load_result(self, record: Record) -> bytes | None:
         """The record's packed result, reassembled from its chunks when it was split."""
         blob = record.result
@@ -290,8 +337,13 @@ class DynamoDBStore:
 
     @staticmethod
     def _chunk_pointer(owner: str, result: bytes, count: int) -> bytes:
-        digest = hashlib.sha256(result).hexdigest()
-        return CHUNKED + json.dumps({"owner": owner, "count": count, "sha256": digest}).encode()
+        pointer = {
+            "owner": owner,
+            "count": count,
+            "bytes": len(result),
+            "sha256": hashlib.sha256(result).hexdigest(),
+        }
+        return CHUNKED + json.dumps(pointer).encode()
 
     def _transact(self, pk: str | None, items: list[Mapping[str, Any]]) -> bool:
         if len(items) > MAX_TRANSACTION_ITEMS:
@@ -357,6 +409,23 @@ class DynamoDBStore:
             result=None if result is None else bytes(result["B"]),
             claimed_at=None if claimed_at is None else int(claimed_at["N"]),
         )
+
+
+@dataclass(frozen=True)
+class ScanPage:
+    records: list[Record]
+    scanned: int
+    """Items read for this page, matching or not: a scan's cost follows these."""
+    capacity_units: float
+
+
+def stored_result_bytes(record: Record) -> int:
+    """The stored (packed) size of a record's result, chunks included."""
+    if record.result is None:
+        return 0
+    if record.result[:1] == CHUNKED:
+        return int(json.loads(record.result[1:]).get("bytes", 0))
+    return len(record.result)
 
 
 def _chunk_pk(pk: str, owner: str, index: int) -> str:

@@ -99,6 +99,19 @@ class Template:
             ttl_attribute=ttl.get("AttributeName") if ttl.get("Enabled") else None,
         )
 
+    def idempotency_table(self) -> TableSpec:
+        """The table the functions' IDEMPOTENCY_TABLE points at (Globals or any function)."""
+        environments = [self.document.get("Globals", {}).get("Function", {})]
+        environments += [r.get("Properties", {}) for r in self.of_type(FUNCTION_TYPE).values()]
+        for properties in environments:
+            variables = properties.get("Environment", {}).get("Variables", {})
+            reference = variables.get("IDEMPOTENCY_TABLE")
+            if isinstance(reference, dict) and reference.get("Ref") in self.of_type(TABLE_TYPE):
+                return self.table(reference["Ref"])
+        raise ConfigurationError(
+            "no function's IDEMPOTENCY_TABLE refers to a table of the template"
+        )
+
     def tables(self) -> list[TableSpec]:
         return [self.table(logical_id) for logical_id in self.of_type(TABLE_TYPE)]
 
