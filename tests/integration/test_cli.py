@@ -200,3 +200,25 @@ def test_no_credentials_is_one_clear_line(capsys: Any, monkeypatch: Any, tmp_pat
 
     assert status == 2
     assert "no AWS credentials" in err and "Traceback" not in err
+
+
+def test_invoke_against_moto_server(capsys: Any, monkeypatch: Any) -> None:
+    from moto.server import ThreadedMotoServer
+
+    from lambda_idempotency._dynamodb_local import free_port
+
+    monkeypatch.chdir(ROOT)
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        assert run(capsys, "create-table", "--endpoint", endpoint)[0] == 0
+        event = str(EVENTS / "01-first-call.json")
+        first = run(capsys, "invoke", "ChargeOrderFunction", "-e", event, "--endpoint", endpoint)
+        retry = run(capsys, "invoke", "ChargeOrderFunction", "-e", event, "--endpoint", endpoint)
+    finally:
+        server.stop()
+    assert first[0] == retry[0] == 0
+    assert json.loads(first[1]) == json.loads(retry[1])
+    assert json.loads(first[1])["status"] == "charged"
