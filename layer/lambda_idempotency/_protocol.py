@@ -108,7 +108,9 @@ class Idempotency:
             won, held = self._claim(store, execution, payload_hash, now)
             if won:
                 break
-            assert held is not None
+            if held is None:  # refused, then gone before we could read it: try again
+                now = clock.now_ms()
+                continue
             self._check_payload(pk, held.payload_hash, payload_hash)
             if held.status is Status.COMPLETED:
                 return self._replay(store, held)  # type: ignore[no-any-return]
