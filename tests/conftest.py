@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import boto3
 import pytest
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -14,25 +13,22 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.pop("IDEMPOTENCY_DISABLED", None)
 
-from lambda_idempotency import DynamoDBStore
+from lambda_idempotency import AttributeNames, DynamoDBStore
+from lambda_idempotency._cli import local_client
 from lambda_idempotency.testing import (
     FakeClock,
     FakeLambdaContext,
     RoundTrips,
+    create_idempotency_table,
 )
 
 FakeContext = FakeLambdaContext
-__all__ = ["FakeClock", "FakeContext", "RoundTrips", "create_table"]
+__all__ = ["FakeClock", "FakeContext", "RoundTrips", "create_table", "local_client"]
 
 
 def create_table(client: Any, name: str, key: str = "pk") -> str:
-    client.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    return name
+    """A table with a string hash key named `key`, on demand."""
+    return create_idempotency_table(client, name, AttributeNames(pk=key))
 
 
 @pytest.fixture
@@ -63,13 +59,3 @@ def moto_client(moto_store: DynamoDBStore) -> Any:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
-
-
-def local_client(endpoint_url: str) -> Any:
-    return boto3.client(
-        "dynamodb",
-        endpoint_url=endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
