@@ -233,8 +233,10 @@ def parse_key(values: Sequence[str], header: str = IDEMPOTENCY_KEY) -> str | Non
         if "," in text:
             raise InvalidKeyError(f"send one {header} value; this request has several")
         for char in text:
-            if not "!" <= char <= "~" or char in '"\\':
+            if char in ' "\\':
                 raise InvalidKeyError(f"{header} {_bad_char(char)}; quote the key to send it")
+            if not "!" <= char <= "~":
+                raise InvalidKeyError(f"{header} {_bad_char(char)}")
         key = text
     if not key:
         raise InvalidKeyError(f"{header} is empty")
