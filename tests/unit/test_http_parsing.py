@@ -300,3 +300,21 @@ def test_status_of_is_what_the_client_sees(response: Any, status: int) -> None:
 def test_misconfiguration_fails_at_decoration(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         idempotent_http(**options)(lambda event, context: None)
+
+
+def test_disabled_runs_every_request_unchecked_with_a_warning(monkeypatch: Any) -> None:
+    """IDEMPOTENCY_DISABLED is for unit-testing handlers without a table: no key needed."""
+    monkeypatch.setenv("IDEMPOTENCY_DISABLED", "1")
+    runs: list[int] = []
+
+    @idempotent_http()
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        runs.append(1)
+        return {"statusCode": 201, "body": "{}"}
+
+    with pytest.warns(RuntimeWarning, match="IDEMPOTENCY_DISABLED"):
+        first = handler(http_event("http-api", body="{}"), None)
+    second = handler(http_event("http-api", body="{}"), None)
+
+    assert first == second == {"statusCode": 201, "body": "{}"}
+    assert runs == [1, 1]
