@@ -19,12 +19,14 @@ from ._errors import (
     LeaseLostError,
     MisuseError,
     NoActiveExecutionError,
+    NotAnHttpEventError,
     PayloadMismatchError,
     ResultNotSerializableError,
     ResultTooLargeError,
     StoreError,
 )
 from ._execution import Execution, current_execution
+from ._http import HttpResponse, idempotent_http
 from ._record import AttributeNames, Record, Status
 from ._store import DynamoDBStore
 
@@ -35,12 +37,14 @@ __all__ = [
     "ConfigurationError",
     "DynamoDBStore",
     "Execution",
+    "HttpResponse",
     "IdempotencyError",
     "InProgressError",
     "KeyMissingError",
     "LeaseLostError",
     "MisuseError",
     "NoActiveExecutionError",
+    "NotAnHttpEventError",
     "Options",
     "PayloadMismatchError",
     "Record",
@@ -52,4 +56,5 @@ __all__ = [
     "current_execution",
     "idempotent",
     "idempotent_function",
+    "idempotent_http",
 ]

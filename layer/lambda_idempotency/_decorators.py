@@ -46,6 +46,7 @@ def build_engine(
     store_result: Callable[[Any], bool] | None = None,
     cache_size: int = 256,
     clock: Clock = SYSTEM_CLOCK,
+    on_replay: Callable[[Any], Any] | None = None,
 ) -> Idempotency:
     """Validate one decorator's arguments and build its engine (shared by every front end)."""
     if not isinstance(ttl_seconds, int) or ttl_seconds <= 0:
@@ -75,6 +76,7 @@ def build_engine(
         key_required=key_required,
         should_store=store_result if store_result is not None else _store_all,
         clock=clock,
+        on_replay=on_replay,
     )
     return Idempotency(
         settings,

@@ -11,6 +11,7 @@
         ├── ResultNotSerializableError   the handler returned something we cannot store
         ├── ResultTooLargeError          the stored form exceeds what one transaction can hold
         ├── NoActiveExecutionError       current_execution() outside a decorated call
+        ├── NotAnHttpEventError          idempotent_http got an event that is no HTTP request
         └── ConfigurationError           a decorator or store was set up wrongly
 
 Every error carries `key_hash` (the stored `pk`, never the raw key) when one is known.
@@ -93,6 +94,11 @@ class ResultTooLargeError(MisuseError):
 
 class NoActiveExecutionError(MisuseError, RuntimeError):
     """`current_execution()` was called outside a decorated call."""
+
+
+class NotAnHttpEventError(MisuseError, TypeError):
+    """`idempotent_http` was given an event from no HTTP source it knows (API Gateway REST
+    or HTTP API, ALB, Function URL): it is on the wrong function, or the event is not one."""
 
 
 class ConfigurationError(MisuseError, ValueError):

@@ -27,15 +27,26 @@ class Invocation:
     logs: str = ""
 
     @property
+    def status_code(self) -> int | None:
+        """The status of an HTTP response (API Gateway, ALB, Function URL), else None."""
+        status = self.response.get("statusCode") if isinstance(self.response, dict) else None
+        return status if isinstance(status, int) else None
+
+    @property
     def summary(self) -> str:
-        """executed, replayed or rejected, as a reader of the main job wants to know."""
+        """executed, replayed or rejected, as a reader of the main job wants to know; with
+        the status code when the function answered HTTP."""
+        status = "" if self.status_code is None else f" {self.status_code}"
         if "replayed" in self.outcomes:
-            return "replayed"
+            return f"replayed{status}"
         if "executed" in self.outcomes:
-            return "executed"
-        rejected = {"payload_mismatch", "in_progress", "key_missing"} & set(self.outcomes)
+            return f"executed{status}"
+        rejected = {"payload_mismatch", "in_progress", "key_missing", "key_invalid"}
+        rejected &= set(self.outcomes)
         if rejected:
-            return f"rejected ({', '.join(sorted(rejected))})"
+            return f"rejected{status} ({', '.join(sorted(rejected))})"
+        if "passed_through" in self.outcomes:
+            return f"passed through{status}"
         if self.error is not None:
             return f"failed ({self.error.get('errorType')})"
         return "ran unprotected" if "unprotected" in self.outcomes else "no idempotency outcome"

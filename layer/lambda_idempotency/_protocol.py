@@ -60,6 +60,9 @@ class Settings:
     key_required: bool
     should_store: Callable[[Any], bool]
     clock: Clock
+    on_replay: Callable[[Any], Any] | None = None
+    """Applied to every replayed result (from the cache or the store), so a front end can
+    tell a replay from a first run without per-call state on the engine."""
 
 
 class Idempotency:
@@ -98,7 +101,7 @@ class Idempotency:
         if cached is not None:
             self._check_payload(pk, cached.payload_hash, payload_hash)
             self._count("replayed", logging.INFO, pk, source="cache")
-            return self._decode(cached.document)  # type: ignore[no-any-return]
+            return self._replayed(self._decode(cached.document))  # type: ignore[no-any-return]
 
         store = self.settings.store()
         execution = Execution(pk, os.urandom(12).hex(), None)
@@ -245,7 +248,7 @@ class Idempotency:
                 record.pk, CachedResult(record.expiration, record.payload_hash, document)
             )
         self._count("replayed", logging.INFO, record.pk, source="store")
-        return self._decode(document)
+        return self._replayed(self._decode(document))
 
     def _wait(
         self, store: DynamoDBStore, held: Record, payload_hash: str | None, deadline_ms: int
@@ -330,6 +333,10 @@ class Idempotency:
 
     def _decode(self, document: bytes) -> Any:
         return _encoding.rehydrate(json.loads(document), self._return_type())
+
+    def _replayed(self, result: Any) -> Any:
+        on_replay = self.settings.on_replay
+        return result if on_replay is None else on_replay(result)
 
     def _count(self, outcome: str, level: int, pk: str | None, **fields: Any) -> None:
         self.stats[outcome] += 1

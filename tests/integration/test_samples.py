@@ -3,6 +3,7 @@ sample events, against DynamoDB Local."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,21 @@ def test_run_samples_prints_what_happened_to_each_event(
     assert first_charge in outcome["02-same-retry.json"]
     charges = client.scan(TableName="ChargesTable")["Items"]
     assert [item["charge_id"]["S"] for item in charges] == [first_charge]  # charged once
+
+    assert "executed 201" in outcome["01-first-request.json"]
+    assert "replayed 201" in outcome["02-retry.json"]
+    assert '"Idempotent-Replayed": "true"' in outcome["02-retry.json"]
+    assert "rejected 422 (payload_mismatch)" in outcome["03-retry-changed-amount.json"]
+    assert "rejected 400 (key_missing)" in outcome["04-no-idempotency-key.json"]
+    assert "executed 201" in outcome["05-other-tenant-same-key.json"]
+    assert "passed through 200" in outcome["06-get-payments.json"]
+    payment = {name: re.findall(r"pay_[0-9a-f]{16}", line) for name, line in outcome.items()}
+    assert payment["02-retry.json"] == payment["01-first-request.json"] != []
+    assert set(payment["05-other-tenant-same-key.json"]).isdisjoint(
+        payment["01-first-request.json"]
+    )
+    for name in ("03-retry-changed-amount.json", "04-no-idempotency-key.json"):
+        assert "application/problem+json" in outcome[name]
 
 
 def test_invoke_reports_a_missing_function_clearly(capsys: Any, monkeypatch: Any) -> None:

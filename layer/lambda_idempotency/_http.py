@@ -1,0 +1,578 @@
+"""`idempotent_http`: the HTTP front end, for API Gateway (REST and HTTP APIs), ALB and
+Lambda Function URLs.
+
+It reads the `Idempotency-Key` header, fingerprints the request (method, path, body) and
+scopes the key to the caller's principal, then hands the call to the same `Idempotency`
+engine as `idempotent`. What the engine refuses becomes an RFC 9457 problem response; what
+it replays gets `Idempotent-Replayed: true`. The contract for clients is docs/http.md.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, ParamSpec, Required, TypedDict, TypeVar, Unpack
+
+from . import _execution, _keys
+from ._decorators import Options, build_engine
+from ._errors import (
+    ConfigurationError,
+    InProgressError,
+    KeyMissingError,
+    NotAnHttpEventError,
+    PayloadMismatchError,
+)
+from ._keys import Selector
+from ._log import emit
+from ._protocol import Idempotency
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+IDEMPOTENCY_KEY = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+DEFAULT_METHODS = ("POST", "PATCH")
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+"""Never protected: they change nothing, so a retry is harmless and needs no key."""
+MAX_KEY_LENGTH = 255
+PROBLEM_JSON = "application/problem+json"
+
+
+# -- response shapes --------------------------------------------------------------------
+
+
+class HttpResponse(TypedDict, total=False):
+    """A Lambda proxy response, as API Gateway, ALB and Function URLs read it."""
+
+    statusCode: Required[int]
+    statusDescription: str
+    """ALB only, and required there: "409 Conflict"."""
+    headers: dict[str, str]
+    multiValueHeaders: dict[str, list[str]]
+    """REST APIs; ALB target groups with multi-value headers on (then instead of headers)."""
+    body: str
+    isBase64Encoded: bool
+    cookies: list[str]
+    """HTTP APIs and Function URLs (payload 2.0)."""
+
+
+class Problem(TypedDict):
+    """An RFC 9457 problem details body."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+
+
+class ProblemType(enum.Enum):
+    """The refusals this front end answers with. The `type` URIs are part of the contract
+    (docs/http.md): identifiers for clients to match on, not links."""
+
+    KEY_MISSING = ("urn:lambda-idempotency:problem:key-missing", "Idempotency key missing", 400)
+    KEY_INVALID = ("urn:lambda-idempotency:problem:key-invalid", "Idempotency key invalid", 400)
+    REQUEST_IN_PROGRESS = (
+        "urn:lambda-idempotency:problem:request-in-progress",
+        "Request in progress",
+        409,
+    )
+    KEY_REUSED = ("urn:lambda-idempotency:problem:key-reused", "Idempotency key reused", 422)
+
+    def __init__(self, uri: str, title: str, status: int) -> None:
+        self.uri = uri
+        self.title = title
+        self.status = status
+
+
+# -- the request ------------------------------------------------------------------------
+
+
+class Shape(enum.Enum):
+    """The event shapes Lambda receives for an HTTP request."""
+
+    REST_API = "API Gateway REST API (or HTTP API with payload 1.0)"
+    HTTP_API = "API Gateway HTTP API (payload 2.0) or Lambda Function URL"
+    ALB = "Application Load Balancer"
+
+
+class HttpRequest:
+    """One HTTP event, as the key, the fingerprint and the responses need it."""
+
+    __slots__ = ("event", "method", "path", "shape")
+
+    def __init__(self, event: Mapping[str, Any], shape: Shape, method: str, path: str) -> None:
+        self.event = event
+        self.shape = shape
+        self.method = method
+        self.path = path
+
+    @classmethod
+    def from_event(cls, event: Any) -> HttpRequest:
+        if isinstance(event, Mapping):
+            context = _mapping(event.get("requestContext"))
+            http = _mapping(context.get("http"))
+            if event.get("version") == "2.0" and isinstance(http.get("method"), str):
+                path = event.get("rawPath") or http.get("path") or "/"
+                return cls(event, Shape.HTTP_API, http["method"].upper(), str(path))
+            method = event.get("httpMethod")
+            if isinstance(method, str):
+                shape = Shape.ALB if "elb" in context else Shape.REST_API
+                return cls(event, shape, method.upper(), str(event.get("path") or "/"))
+        raise NotAnHttpEventError(
+            "idempotent_http needs an API Gateway, ALB or Function URL event, not "
+            + _describe_event(event)
+        )
+
+    @property
+    def answers_multi_value(self) -> bool:
+        """An ALB target group with multi-value headers on reads only multiValueHeaders."""
+        return self.shape is Shape.ALB and isinstance(self.event.get("multiValueHeaders"), Mapping)
+
+    def header(self, name: str) -> list[str]:
+        """Every value of the header, its name matched in any case. Multi-value headers are
+        the whole truth where the event has them: single `headers` keep only the last."""
+        wanted = name.lower()
+        multi = self.event.get("multiValueHeaders")
+        if isinstance(multi, Mapping):
+            return [
+                str(value)
+                for header, values in multi.items()
+                if str(header).lower() == wanted and isinstance(values, list)
+                for value in values
+            ]
+        single = _mapping(self.event.get("headers"))
+        return [
+            str(value)
+            for header, value in single.items()
+            if str(header).lower() == wanted and value is not None
+        ]
+
+    def body(self) -> bytes:
+        body = self.event.get("body")
+        if body is None:
+            return b""
+        if self.event.get("isBase64Encoded") is True:
+            import base64
+            import binascii
+
+            try:
+                return base64.b64decode(str(body), validate=True)
+            except binascii.Error:
+                pass  # not base64 after all: fingerprint it as sent
+        return str(body).encode()
+
+    def fingerprint(self) -> list[Any]:
+        """What a retry must repeat: method, path and body. A JSON body counts by its value,
+        so other key order or whitespace is the same request."""
+        body = self.body()
+        content_type = next(iter(self.header("content-type")), None)
+        if _may_be_json(content_type):
+            try:
+                return [self.method, self.path, {"json": json.loads(body)}]
+            except ValueError:
+                pass
+        return [self.method, self.path, {"sha256": hashlib.sha256(body).hexdigest()}]
+
+
+def _may_be_json(content_type: str | None) -> bool:
+    if content_type is None:
+        return True
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    return media_type == "application/json" or media_type.endswith("+json")
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _describe_event(event: Any) -> str:
+    """The event's kind and top-level keys, never its values (they may be personal data)."""
+    if isinstance(event, Mapping):
+        keys = sorted(str(key) for key in event)
+        more = ", ..." if len(keys) > 6 else ""
+        return f"a mapping with keys {', '.join(keys[:6])}{more}" if keys else "an empty mapping"
+    return f"a {type(event).__qualname__}"
+
+
+# -- the key ----------------------------------------------------------------------------
+
+
+class InvalidKeyError(Exception):
+    """The key header is there but unusable; `detail` says why, for the 400 response.
+    Private to this module: the wrapper turns it into a response."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def parse_key(values: Sequence[str], header: str = IDEMPOTENCY_KEY) -> str | None:
+    """The key the header carries, or None when there is no such header.
+
+    Accepts an RFC 8941 string (`"abc"`, with `\\"` and `\\\\` escapes) and a bare token
+    (`abc`); either way at most 255 printable ASCII characters. Several values, as separate
+    headers or joined by commas, are refused: the request is ambiguous.
+    """
+    if not values:
+        return None
+    if len(values) > 1:
+        raise InvalidKeyError(f"send one {header} header; this request has {len(values)}")
+    text = values[0].strip(" \t")
+    if text.startswith('"'):
+        key, end = _sf_string(text, header)
+        rest = text[end:].lstrip(" \t")
+        if rest.startswith(","):
+            raise InvalidKeyError(f"send one {header} value; this request has several")
+        if rest:
+            raise InvalidKeyError(f"{header} has characters after its closing quote")
+    else:
+        if "," in text:
+            raise InvalidKeyError(f"send one {header} value; this request has several")
+        for char in text:
+            if char in ' "\\':
+                raise InvalidKeyError(f"{header} {_bad_char(char)}; quote the key to send it")
+            if not "!" <= char <= "~":
+                raise InvalidKeyError(f"{header} {_bad_char(char)}")
+        key = text
+    if not key:
+        raise InvalidKeyError(f"{header} is empty")
+    if len(key) > MAX_KEY_LENGTH:
+        raise InvalidKeyError(
+            f"{header} is {len(key)} characters long; at most {MAX_KEY_LENGTH} are allowed"
+        )
+    return key
+
+
+def _sf_string(text: str, header: str) -> tuple[str, int]:
+    """The RFC 8941 sf-string at the start of `text`, and where it ends."""
+    chars: list[str] = []
+    index = 1
+    while index < len(text):
+        char = text[index]
+        if char == '"':
+            return "".join(chars), index + 1
+        if char == "\\":
+            escaped = text[index + 1 : index + 2]
+            if escaped not in ('"', "\\"):
+                raise InvalidKeyError(f'in a quoted {header}, a backslash only escapes " or \\')
+            chars.append(escaped)
+            index += 2
+            continue
+        if not " " <= char <= "~":
+            raise InvalidKeyError(f"{header} {_bad_char(char)}")
+        chars.append(char)
+        index += 1
+    raise InvalidKeyError(f"{header} has no closing quote")
+
+
+def _bad_char(char: str) -> str:
+    if char == " ":
+        return "contains a space"
+    if char in '"\\':
+        return f"contains {char!r} outside quotes"
+    if ord(char) > 0x7F:
+        return f"contains a non-ASCII character (U+{ord(char):04X})"
+    return f"contains a control character (U+{ord(char):04X})"
+
+
+# -- the scope --------------------------------------------------------------------------
+
+
+def authorizer_principal(event: Any) -> str | None:
+    """Who the authorizer says is calling, so one tenant's key never replays another's
+    response. None (anonymous: one shared scope) when no authorizer vouched for anyone.
+
+    In order: a JWT's issuer and `sub` (HTTP API JWT and REST Cognito authorizers), a
+    Lambda authorizer's `principalId` (REST; in the returned context for HTTP APIs), an
+    IAM caller's `userArn`, an API key's id. Headers are never read: clients can forge them.
+    """
+    context = _mapping(_mapping(event).get("requestContext"))
+    authorizer = _mapping(context.get("authorizer"))
+    identity = _mapping(context.get("identity"))
+    claims = _mapping(_mapping(authorizer.get("jwt")).get("claims")) or _mapping(
+        authorizer.get("claims")
+    )
+    if _present(claims.get("sub")):
+        return f"jwt:{claims.get('iss') or ''} {claims['sub']}"
+    for principal_id in (
+        authorizer.get("principalId"),
+        _mapping(authorizer.get("lambda")).get("principalId"),
+    ):
+        if _present(principal_id):
+            return f"principal:{principal_id}"
+    for user_arn in (identity.get("userArn"), _mapping(authorizer.get("iam")).get("userArn")):
+        if _present(user_arn):
+            return f"iam:{user_arn}"
+    if _present(identity.get("apiKeyId")):
+        return f"api-key:{identity['apiKeyId']}"
+    return None
+
+
+def _present(value: Any) -> bool:
+    return value is not None and str(value) != ""
+
+
+# -- responses --------------------------------------------------------------------------
+
+
+def status_below_500(status: int) -> bool:
+    """The default `store_status`: a server error is not an answer worth replaying; the
+    key is released so the retry runs again."""
+    return status < 500
+
+
+def status_of(response: Any) -> int:
+    """The status the client sees. HTTP APIs and Function URLs answer a response without
+    `statusCode` with 200; a `statusCode` that is no number is API Gateway's 502."""
+    if isinstance(response, Mapping) and "statusCode" in response:
+        try:
+            return int(response["statusCode"])
+        except (TypeError, ValueError):
+            return 502
+    return 200
+
+
+def problem(
+    request: HttpRequest,
+    kind: ProblemType,
+    detail: str,
+    headers: Mapping[str, str] | None = None,
+) -> HttpResponse:
+    body: Problem = {
+        "type": kind.uri,
+        "title": kind.title,
+        "status": kind.status,
+        "detail": detail,
+    }
+    return respond(
+        request, kind.status, {"Content-Type": PROBLEM_JSON, **(headers or {})}, json.dumps(body)
+    )
+
+
+def respond(
+    request: HttpRequest, status: int, headers: Mapping[str, str], body: str
+) -> HttpResponse:
+    """A response in the shape the request's source expects."""
+    response: HttpResponse = {"statusCode": status}
+    if request.shape is Shape.ALB:
+        response["statusDescription"] = _status_description(status)
+    if request.answers_multi_value:
+        response["multiValueHeaders"] = {name: [value] for name, value in headers.items()}
+    else:
+        response["headers"] = dict(headers)
+    response["body"] = body
+    response["isBase64Encoded"] = False
+    return response
+
+
+def _status_description(status: int) -> str:
+    from http import HTTPStatus
+
+    try:
+        return f"{status} {HTTPStatus(status).phrase}"
+    except ValueError:
+        return str(status)
+
+
+def mark_replayed(response: Any, request: HttpRequest) -> Any:
+    """The stored response with `Idempotent-Replayed: true`, in the header field its shape
+    uses. An HTTP API response without `statusCode` is first spelled out as API Gateway
+    reads it (200, JSON body), so it has headers to carry the mark."""
+    if not isinstance(response, Mapping) or "statusCode" not in response:
+        if request.shape is not Shape.HTTP_API:
+            return response  # API Gateway answers it with 502 anyway: nothing to mark
+        response = {
+            "statusCode": 200,
+            "headers": {"Content-Type": "application/json"},
+            "body": json.dumps(response),
+            "isBase64Encoded": False,
+        }
+    marked = dict(response)
+    uses_multi_value = request.answers_multi_value or (
+        "headers" not in marked and isinstance(marked.get("multiValueHeaders"), Mapping)
+    )
+    field = "multiValueHeaders" if uses_multi_value else "headers"
+    headers = {
+        name: value
+        for name, value in _mapping(marked.get(field)).items()
+        if str(name).lower() != REPLAYED_HEADER.lower()
+    }
+    headers[REPLAYED_HEADER] = ["true"] if uses_multi_value else "true"
+    marked[field] = headers
+    return marked
+
+
+class _Replayed:
+    """What the engine hands back for a replay, so the wrapper can mark it for this call."""
+
+    __slots__ = ("response",)
+
+    def __init__(self, response: Any) -> None:
+        self.response = response
+
+
+# -- the decorator ----------------------------------------------------------------------
+
+
+def idempotent_http(
+    *,
+    required: bool = True,
+    methods: Iterable[str] = DEFAULT_METHODS,
+    store_status: Callable[[int], bool] = status_below_500,
+    header: str = IDEMPOTENCY_KEY,
+    **options: Unpack[Options],
+) -> Callable[[Callable[P, R]], Callable[P, R | HttpResponse]]:
+    """Make an HTTP handler `handler(event, context)` idempotent on its `Idempotency-Key`
+    header, for API Gateway (REST and HTTP APIs), ALB and Function URLs.
+
+    required: a protected request without the header is answered 400 (default); with
+        False it runs unprotected.
+    methods: the methods protected (default POST and PATCH); the others pass straight
+        through with no store call. GET, HEAD and OPTIONS are never protected.
+    scope: the tenant: the authorizer's principal by default (`authorizer_principal`),
+        else a JMESPath expression or callable over the event; None for one shared scope.
+    store_status: status -> bool; responses it refuses (default: 5xx) are not stored and
+        their key is released, so the retry runs again.
+    header: the header's name, matched in any case.
+    options: as for `idempotent` (`store`, `ttl_seconds`, ...); `payload` replaces the
+        fingerprint (method, path, body) with a selector over the event, None turns it off.
+    """
+    protected = _protected_methods(methods)
+    _check_header_name(header)
+    for name, instead in (("key_required", "required"), ("store_result", "store_status")):
+        if name in options:
+            raise ConfigurationError(f"idempotent_http takes {instead}=, not {name}=")
+    scope = options.pop("scope", authorizer_principal)
+    payload: Callable[[HttpRequest], Any] | None = HttpRequest.fingerprint
+    if "payload" in options:
+        chosen = options.pop("payload")
+        payload = None if chosen is None else _over_event(chosen, role="payload")
+
+    def key(request: HttpRequest) -> str | None:
+        return parse_key(request.header(header), header)
+
+    def decorate(handler: Callable[P, R]) -> Callable[P, R | HttpResponse]:
+        # The caller's options were type-checked against Options; these replace four of them.
+        settings: dict[str, Any] = {
+            **options,
+            "payload": payload,
+            "scope": None if scope is None else _over_event(scope, role="scope"),
+            "key_required": required,
+            "store_result": lambda response: store_status(status_of(response)),
+        }
+        engine = build_engine(handler, key=key, on_replay=_Replayed, **settings)
+
+        @functools.wraps(handler)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R | HttpResponse:
+            event = args[0] if args else kwargs.get("event")
+            context = args[1] if len(args) > 1 else kwargs.get("context")
+            request = HttpRequest.from_event(event)
+            token = _execution.lambda_context.set(context)
+            try:
+                if request.method in protected:
+                    call = functools.partial(handler, *args, **kwargs)
+                    return _answer(engine, request, context, header, call)
+                emit(
+                    logging.INFO,
+                    "passed_through",
+                    None,
+                    namespace=engine.settings.namespace,
+                    method=request.method,
+                )
+                return handler(*args, **kwargs)
+            finally:
+                _execution.lambda_context.reset(token)
+
+        wrapper.idempotency = engine  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
+
+
+def _answer(
+    engine: Idempotency, request: HttpRequest, context: Any, header: str, handler: Callable[[], R]
+) -> R | HttpResponse:
+    """Run the handler under the protocol. A refusal before it ran becomes a problem
+    response; a replay gets its mark. Errors the handler raises propagate unchanged."""
+    handler_started = False
+
+    def call() -> R:
+        nonlocal handler_started
+        handler_started = True
+        return handler()
+
+    try:
+        outcome = engine.run(request, context, call)
+    except (InvalidKeyError, KeyMissingError, InProgressError, PayloadMismatchError) as exc:
+        if handler_started:  # raised inside the handler (a nested decorator): not ours
+            raise
+        return _refusal(request, exc, header, engine.settings.namespace)
+    if isinstance(outcome, _Replayed):
+        return mark_replayed(outcome.response, request)  # type: ignore[no-any-return]
+    return outcome
+
+
+def _refusal(request: HttpRequest, exc: Exception, header: str, namespace: str) -> HttpResponse:
+    """The problem response for a request the protocol refused before the handler ran."""
+    match exc:
+        case InvalidKeyError(detail=detail):
+            emit(logging.WARNING, "key_invalid", None, namespace=namespace, detail=detail)
+            return problem(request, ProblemType.KEY_INVALID, detail)
+        case KeyMissingError():
+            return problem(
+                request,
+                ProblemType.KEY_MISSING,
+                f"this {request.method} needs an {header} header: a unique value per "
+                "operation (a UUID, say), sent again unchanged on every retry",
+            )
+        case InProgressError(retry_after=retry_after):
+            return problem(
+                request,
+                ProblemType.REQUEST_IN_PROGRESS,
+                f"a request with this {header} is still being processed; "
+                f"retry in {retry_after} s to get its response",
+                {"Retry-After": str(retry_after)},
+            )
+        case PayloadMismatchError():
+            return problem(
+                request,
+                ProblemType.KEY_REUSED,
+                f"this {header} was used for a different request (method, path or body); "
+                "a new request needs a new key",
+            )
+        case _:
+            raise exc
+
+
+def _over_event(selector: Selector, *, role: str) -> Callable[[HttpRequest], Any]:
+    """A user's selector sees the event, as with `idempotent`, not our parsed request."""
+    compiled = _keys.compile_selector(selector, role=role)
+    return lambda request: compiled(request.event)
+
+
+def _protected_methods(methods: Iterable[str]) -> frozenset[str]:
+    if isinstance(methods, str):
+        methods = (methods,)
+    chosen = frozenset(str(method).strip().upper() for method in methods)
+    if not chosen or "" in chosen:
+        raise ConfigurationError("methods must name at least one HTTP method")
+    safe = sorted(chosen & SAFE_METHODS)
+    if safe:
+        raise ConfigurationError(
+            f"methods: {', '.join(safe)} change nothing and are never protected"
+        )
+    return chosen
+
+
+def _check_header_name(header: str) -> None:
+    token_chars = "!#$%&'*+-.^_`|~"
+    if (
+        not isinstance(header, str)
+        or not header
+        or not all(char.isascii() and (char.isalnum() or char in token_chars) for char in header)
+    ):
+        raise ConfigurationError(f"header must be an HTTP header name, not {header!r}")

@@ -1,0 +1,320 @@
+"""The HTTP front end's pure parts: the key header, the event shapes, the fingerprint, the
+principal, the response shapes, and the decorator's configuration checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lambda_idempotency import ConfigurationError, NotAnHttpEventError, _keys, idempotent_http
+from lambda_idempotency._http import (
+    HttpRequest,
+    InvalidKeyError,
+    Shape,
+    authorizer_principal,
+    mark_replayed,
+    parse_key,
+    status_of,
+)
+from tests.http_events import SHAPES, http_event, jwt
+
+# -- the key header -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sent", "key"),
+    [
+        ("8e03978e-40d5-43e8-bc93-6894a57f9324", "8e03978e-40d5-43e8-bc93-6894a57f9324"),
+        ('"8e03978e-40d5-43e8-bc93-6894a57f9324"', "8e03978e-40d5-43e8-bc93-6894a57f9324"),
+        ('  "abc"\t', "abc"),
+        ("\tabc ", "abc"),
+        ('"with space"', "with space"),
+        ('"a\\"b"', 'a"b'),
+        ('"a\\\\b"', "a\\b"),
+        ('"a,b"', "a,b"),
+        ("k:1/2;x=y", "k:1/2;x=y"),
+        ("x" * 255, "x" * 255),
+        ('"' + "y" * 255 + '"', "y" * 255),
+    ],
+)
+def test_quoted_and_bare_keys_are_accepted(sent: str, key: str) -> None:
+    assert parse_key([sent]) == key
+
+
+def test_no_header_is_no_key() -> None:
+    assert parse_key([]) is None
+
+
+@pytest.mark.parametrize(
+    ("sent", "reason"),
+    [
+        ("", "is empty"),
+        ('""', "is empty"),
+        ("x" * 256, "256 characters long; at most 255"),
+        ('"' + "y" * 256 + '"', "256 characters long"),
+        ("abc\x07", "control character (U+0007)"),
+        ('"abc\x00"', "control character (U+0000)"),
+        ("abc\x7f", "control character (U+007F)"),
+        ('"caf\u00e9"', "non-ASCII character (U+00E9)"),
+        ("a b", "contains a space"),
+        ('ab"c', "outside quotes"),
+        ('"abc', "no closing quote"),
+        ('"a\\b"', "a backslash only escapes"),
+        ('"abc"def', "after its closing quote"),
+        ("a,b", "several"),
+        ('"a", "b"', "several"),
+    ],
+)
+def test_malformed_keys_are_refused_with_the_reason(sent: str, reason: str) -> None:
+    with pytest.raises(InvalidKeyError) as refused:
+        parse_key([sent])
+    assert reason in refused.value.detail
+
+
+def test_a_header_sent_twice_is_refused() -> None:
+    with pytest.raises(InvalidKeyError, match="this request has 2"):
+        parse_key(["a", "a"])
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("name", ["Idempotency-Key", "idempotency-key", "IDEMPOTENCY-KEY"])
+def test_the_header_name_matches_in_any_case(shape: str, name: str) -> None:
+    request = HttpRequest.from_event(http_event(shape, headers={name: "k-1"}))
+    assert request.header("Idempotency-Key") == ["k-1"]
+
+
+@pytest.mark.parametrize("shape", ["rest-api", "http-api", "function-url", "alb-multi-value"])
+def test_a_repeated_header_reaches_the_parser_as_several_values(shape: str) -> None:
+    request = HttpRequest.from_event(http_event(shape, headers={"Idempotency-Key": ["a", "b"]}))
+    with pytest.raises(InvalidKeyError, match=r"several|has 2"):
+        parse_key(request.header("idempotency-key"))
+
+
+# -- event shapes -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("shape", "expected"),
+    [
+        ("rest-api", Shape.REST_API),
+        ("http-api", Shape.HTTP_API),
+        ("function-url", Shape.HTTP_API),
+        ("alb", Shape.ALB),
+        ("alb-multi-value", Shape.ALB),
+    ],
+)
+def test_each_event_shape_is_recognised(shape: str, expected: Shape) -> None:
+    request = HttpRequest.from_event(http_event(shape, method="patch", path="/payments/p-1"))
+    assert (request.shape, request.method, request.path) == (expected, "PATCH", "/payments/p-1")
+    assert request.answers_multi_value is (shape == "alb-multi-value")
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"Records": [{"eventSource": "aws:sqs", "body": "{}"}]},
+        {"detail-type": "Order Placed", "source": "shop", "detail": {}},
+        {"version": "2.0", "routeKey": "$default"},
+        {},
+        None,
+        "POST /payments",
+    ],
+)
+def test_an_event_that_is_no_http_request_is_a_clear_error(event: Any) -> None:
+    with pytest.raises(NotAnHttpEventError, match="needs an API Gateway, ALB or Function URL"):
+        HttpRequest.from_event(event)
+
+
+def test_the_error_names_the_event_keys_but_not_their_values() -> None:
+    with pytest.raises(NotAnHttpEventError) as caught:
+        HttpRequest.from_event({"card_number": "4111111111111111"})
+    assert "card_number" in str(caught.value)
+    assert "4111" not in str(caught.value)
+
+
+# -- the fingerprint ----------------------------------------------------------------------
+
+
+def fingerprint(shape: str = "http-api", **request: Any) -> str:
+    return _keys.payload_hash(HttpRequest.from_event(http_event(shape, **request)).fingerprint())
+
+
+def test_json_bodies_match_by_value_not_by_key_order_or_whitespace() -> None:
+    compact = fingerprint(body='{"amount":100,"currency":"EUR"}')
+    assert fingerprint(body='{\n  "currency": "EUR",\n  "amount": 100\n}') == compact
+    assert fingerprint(body='{"amount":101,"currency":"EUR"}') != compact
+
+
+def test_a_base64_body_is_decoded_before_it_is_compared() -> None:
+    plain = fingerprint(body='{"amount":100}')
+    assert fingerprint(body='{"amount":100}', base64_body=True) == plain
+
+
+def test_the_content_type_says_when_a_body_is_json() -> None:
+    as_json = {"Content-Type": "application/merchant+json; charset=utf-8"}
+    as_text = {"Content-Type": "text/plain"}
+    assert fingerprint(headers=as_json, body='{"a":1}') == fingerprint(
+        headers=as_json, body='{ "a": 1 }'
+    )
+    assert fingerprint(headers=as_text, body='{"a":1}') != fingerprint(
+        headers=as_text, body='{ "a": 1 }'
+    )
+
+
+def test_method_and_path_are_part_of_the_fingerprint() -> None:
+    base = fingerprint(body="{}")
+    assert fingerprint(body="{}", path="/refunds") != base
+    assert fingerprint(body="{}", method="PATCH") != base
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_every_shape_fingerprints_the_same_request_alike(shape: str) -> None:
+    headers = {"content-type": "application/json"}
+    assert fingerprint(shape, headers=headers, body='{"a": 1}', base64_body=True) == fingerprint(
+        "http-api", headers=headers, body='{"a":1}'
+    )
+
+
+# -- the principal ------------------------------------------------------------------------
+
+
+def context_of(shape: str, authorizer: dict[str, Any] | None = None, **fields: Any) -> Any:
+    event = http_event(shape, authorizer=authorizer)
+    event["requestContext"].update(fields)
+    return event
+
+
+@pytest.mark.parametrize(
+    ("event", "principal"),
+    [
+        (
+            context_of("http-api", jwt("user-1")),
+            "jwt:https://cognito-idp.us-east-1.amazonaws.com/us-east-1_Example user-1",
+        ),
+        (context_of("rest-api", {"claims": {"sub": "user-2"}}), "jwt: user-2"),
+        (
+            context_of("rest-api", {"principalId": "tenant-3", "integrationLatency": 9}),
+            "principal:tenant-3",
+        ),
+        (
+            context_of("http-api", {"lambda": {"principalId": "tenant-4", "plan": "gold"}}),
+            "principal:tenant-4",
+        ),
+        (
+            context_of(
+                "rest-api", identity={"userArn": "arn:aws:iam::1:user/u5", "apiKeyId": None}
+            ),
+            "iam:arn:aws:iam::1:user/u5",
+        ),
+        (context_of("function-url"), "iam:arn:aws:iam::111122223333:user/example-user"),
+        (context_of("rest-api", identity={"userArn": None, "apiKeyId": "key-7"}), "api-key:key-7"),
+        (
+            context_of("rest-api", {"claims": {"sub": "user-8"}}, identity={"apiKeyId": "key-8"}),
+            "jwt: user-8",
+        ),
+    ],
+    ids=[
+        "http-api-jwt",
+        "rest-cognito",
+        "rest-lambda",
+        "http-api-lambda",
+        "rest-iam",
+        "url-iam",
+        "api-key",
+        "jwt-first",
+    ],
+)
+def test_the_authorizer_principal_is_the_scope(event: Any, principal: str) -> None:
+    assert authorizer_principal(event) == principal
+
+
+@pytest.mark.parametrize("shape", ["rest-api", "http-api", "alb", "alb-multi-value"])
+def test_requests_no_authorizer_vouched_for_are_anonymous(shape: str) -> None:
+    """The generator's events carry no principal (HTTP API: JWT claims without sub)."""
+    assert authorizer_principal(http_event(shape)) is None
+
+
+def test_http_api_lambda_context_without_principal_id_is_anonymous() -> None:
+    assert authorizer_principal(context_of("http-api", {"lambda": {"plan": "gold"}})) is None
+
+
+# -- responses ----------------------------------------------------------------------------
+
+
+def test_a_replay_is_marked_in_the_field_its_shape_uses() -> None:
+    stored = {"statusCode": 201, "headers": {"idempotent-replayed": "false"}, "body": "{}"}
+    marked = mark_replayed(stored, HttpRequest.from_event(http_event("rest-api")))
+    assert marked["headers"] == {"Idempotent-Replayed": "true"}
+    assert stored["headers"] == {"idempotent-replayed": "false"}  # the stored copy untouched
+
+    multi = {
+        "statusCode": 201,
+        "statusDescription": "201 Created",
+        "multiValueHeaders": {"x": ["1"]},
+    }
+    marked = mark_replayed(multi, HttpRequest.from_event(http_event("alb-multi-value")))
+    assert marked["multiValueHeaders"] == {"x": ["1"], "Idempotent-Replayed": ["true"]}
+    assert marked["statusDescription"] == "201 Created"
+
+
+def test_an_http_api_result_without_status_code_replays_as_api_gateway_reads_it() -> None:
+    marked = mark_replayed({"id": "p-1"}, HttpRequest.from_event(http_event("http-api")))
+    assert marked == {
+        "statusCode": 200,
+        "headers": {"Content-Type": "application/json", "Idempotent-Replayed": "true"},
+        "body": '{"id": "p-1"}',
+        "isBase64Encoded": False,
+    }
+
+
+@pytest.mark.parametrize(
+    ("response", "status"),
+    [
+        ({"statusCode": 201}, 201),
+        ({"statusCode": "503"}, 503),
+        ({"body": "x"}, 200),
+        ("ok", 200),
+        ({"statusCode": None}, 502),
+    ],
+)
+def test_status_of_is_what_the_client_sees(response: Any, status: int) -> None:
+    assert status_of(response) == status
+
+
+# -- configuration ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"methods": ("POST", "GET")}, "GET change nothing"),
+        ({"methods": ()}, "at least one"),
+        ({"header": "Idempotency Key"}, "header name"),
+        ({"header": ""}, "header name"),
+        ({"key_required": False}, "required="),
+        ({"store_result": bool}, "store_status="),
+        ({"scope": "requestContext.[invalid"}, "not valid JMESPath"),
+    ],
+)
+def test_misconfiguration_fails_at_decoration(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        idempotent_http(**options)(lambda event, context: None)
+
+
+def test_disabled_runs_every_request_unchecked_with_a_warning(monkeypatch: Any) -> None:
+    """IDEMPOTENCY_DISABLED is for unit-testing handlers without a table: no key needed."""
+    monkeypatch.setenv("IDEMPOTENCY_DISABLED", "1")
+    runs: list[int] = []
+
+    @idempotent_http()
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        runs.append(1)
+        return {"statusCode": 201, "body": "{}"}
+
+    with pytest.warns(RuntimeWarning, match="IDEMPOTENCY_DISABLED"):
+        first = handler(http_event("http-api", body="{}"), None)
+    second = handler(http_event("http-api", body="{}"), None)
+
+    assert first == second == {"statusCode": 201, "body": "{}"}
+    assert runs == [1, 1]
