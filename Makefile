@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export DYNAMODB_LOCAL_HOME := $(CURDIR)/.tools/dynamodb-local
 
-.PHONY: setup demo test lint clean
+.PHONY: setup demo test lint bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -30,9 +30,18 @@ test: setup
 	$(BIN)/python -m pytest
 
 lint: setup
-	$(BIN)/ruff check layer tests functions
-	$(BIN)/ruff format --check layer tests functions
+	$(BIN)/ruff check layer tests functions benchmarks
+	$(BIN)/ruff format --check layer tests functions benchmarks
 	$(BIN)/mypy
+
+$(BIN)/.bench-installed: $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	touch $@
+
+## Both libraries side by side (CPU, round trips, latency, cold start, storage, contention,
+## throughput): writes docs/benchmarks.md and docs/benchmarks.png in a few minutes.
+bench: setup $(BIN)/.bench-installed
+	$(BIN)/python -m benchmarks --out docs
 
 clean:
 	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache
