@@ -125,11 +125,15 @@ def to_jsonable(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__qualname__} is not JSON serializable")
 
 
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=to_jsonable
+)
+"""Built once: `json.dumps` with options builds an encoder on every call."""
+
+
 def canonical_json(value: Any) -> bytes:
     """Key order and whitespace never change the hash of the same value."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=to_jsonable
-    ).encode()
+    return _CANONICAL.encode(value).encode()
 
 
 def _sha256(value: Any, role: str) -> str:
