@@ -27,6 +27,33 @@ BUDGET_SHARE = 1 / 3
 """Our own CPU may be at most this share of Powertools' own (DESIGN.md, Budgets)."""
 
 
+class BotocoreMeter:
+    """A boto3 client that keeps count of the CPU time spent inside its API calls.
+
+    Both libraries get their client through one of these, so each call's CPU splits into
+    botocore's (inside the client) and the library's own code (everything else).
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.inside = 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if name.startswith("_") or name in ("meta", "exceptions") or not callable(attribute):
+            return attribute
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.process_time()
+            try:
+                return attribute(*args, **kwargs)
+            finally:
+                self.inside += time.process_time() - start
+
+        setattr(self, name, timed)  # later calls skip __getattr__
+        return timed
+
+
 @dataclass
 class Recorded:
     """A scenario wired to one library, with what DynamoDB answered to one invocation."""
@@ -35,6 +62,7 @@ class Recorded:
     contender: Contender
     subject: Subject
     replayer: Replayer
+    meter: BotocoreMeter
     requests: list[str]
     """The operations sent, counted in botocore's before-send hook: the round trips."""
     script: list[Exchange]
@@ -45,7 +73,8 @@ def record(scenario: Scenario, contender: Contender, endpoint_url: str, table: s
     answering from them (checking the replayed invocation ends the same way)."""
     client = dynamodb_client(endpoint_url)
     replayer = Replayer(client)
-    subject = Subject(scenario, contender, client, table)
+    meter = BotocoreMeter(client)
+    subject = Subject(scenario, contender, meter, table)
     with subject:
         recorder = Recorder(client)
         outcome = subject()
@@ -55,7 +84,7 @@ def record(scenario: Scenario, contender: Contender, endpoint_url: str, table: s
     replayer.play(script)
     subject.check(subject())
     replayer.check()
-    return Recorded(scenario, contender, subject, replayer, requests, script)
+    return Recorded(scenario, contender, subject, replayer, meter, requests, script)
 
 
 def record_all(endpoint_url: str, tables: dict[str, str]) -> list[Recorded]:
@@ -70,11 +99,12 @@ class BarePut:
     """botocore's floor: one unconditional PutItem of a claim-sized item, nothing around it."""
 
     def __init__(self, endpoint_url: str, table: str) -> None:
-        self.client = dynamodb_client(endpoint_url)
+        client = dynamodb_client(endpoint_url)
+        self.meter = BotocoreMeter(client)
         self.table = table
-        self.replayer = Replayer(self.client)
+        self.replayer = Replayer(client)
         self._calls = 0
-        recorder = Recorder(self.client)
+        recorder = Recorder(client)
         self()
         _, script = recorder.take()
         recorder.detach()
@@ -82,7 +112,7 @@ class BarePut:
 
     def __call__(self) -> None:
         self._calls += 1
-        self.client.put_item(
+        self.meter.put_item(
             TableName=self.table,
             Item={
                 "pk": {"S": f"floor#{self._calls}"},
@@ -94,38 +124,55 @@ class BarePut:
         )
 
 
+@dataclass(frozen=True)
+class Sample:
+    """One chunk's CPU seconds per call: in all, and inside botocore."""
+
+    total: float
+    botocore: float
+
+
 def interleaved_cpu(
-    subjects: dict[str, Callable[[], Any]], *, rounds: int, chunk: int
-) -> dict[str, list[float]]:
-    """CPU seconds per call for each subject, one sample per round. The order rotates and
-    flips every round, so no subject always runs first, or always after the same one."""
+    subjects: dict[str, tuple[Callable[[], Any], BotocoreMeter]], *, rounds: int, chunk: int
+) -> dict[str, list[Sample]]:
+    """One sample per subject and round. The order rotates and flips every round, so no
+    subject always runs first, or always after the same one."""
     names = list(subjects)
-    samples: dict[str, list[float]] = {name: [] for name in names}
+    samples: dict[str, list[Sample]] = {name: [] for name in names}
     for round_ in range(rounds + 1):  # round 0 warms caches and is thrown away
         shift = round_ % len(names)
         order = names[shift:] + names[:shift]
         if round_ % 2:
             order.reverse()
         for name in order:
-            call = subjects[name]
+            call, meter = subjects[name]
             gc.collect()
+            meter.inside = 0.0
             start = time.process_time()
             for _ in range(chunk):
                 call()
             elapsed = time.process_time() - start
             if round_:
-                samples[name].append(elapsed / chunk)
+                samples[name].append(Sample(elapsed / chunk, meter.inside / chunk))
     return samples
 
 
 @dataclass(frozen=True)
 class Cost:
     minimum: float
+    """The least CPU per call over the chunks: the least-disturbed estimate."""
     median: float
+    library: float
+    """The least CPU per call spent outside botocore: the library's own code."""
     calls: int
 
     def own(self, floor: float) -> float:
+        """Total less botocore's floor for the calls made (the budget's definition)."""
         return max(0.0, self.minimum - floor * self.calls)
+
+    def botocore_extra(self, floor: float) -> float:
+        """What botocore spent beyond the floor on this library's requests and responses."""
+        return self.own(floor) - self.library
 
 
 @dataclass
@@ -141,16 +188,18 @@ def measure(
     recorded: list[Recorded], endpoint_url: str, table: str, *, rounds: int, chunk: int
 ) -> CpuResults:
     floor = BarePut(endpoint_url, table)
-    subjects: dict[str, Callable[[], Any]] = {"floor": floor}
+    subjects: dict[str, tuple[Callable[[], Any], BotocoreMeter]] = {"floor": (floor, floor.meter)}
     for item in recorded:
-        subjects[f"{item.scenario.slug}/{item.contender.slug}"] = item.subject
+        subjects[f"{item.scenario.slug}/{item.contender.slug}"] = (item.subject, item.meter)
     samples = interleaved_cpu(subjects, rounds=rounds, chunk=chunk)
     for item in recorded:
         item.replayer.check()
     floor.replayer.check()
 
     def cost(name: str, calls: int) -> Cost:
-        return Cost(min(samples[name]), statistics.median(samples[name]), calls)
+        totals = [sample.total for sample in samples[name]]
+        library = [sample.total - sample.botocore for sample in samples[name]]
+        return Cost(min(totals), statistics.median(totals), min(library), calls)
 
     return CpuResults(
         floor=cost("floor", 1),
@@ -204,6 +253,38 @@ def section(results: CpuResults) -> Section:
         ],
         rows,
     )
+    breakdown = Table(
+        [
+            "scenario",
+            "ours: library code",
+            "ours: botocore beyond floor",
+            "Powertools: library code",
+            "Powertools: botocore beyond floor",
+            "library code ratio",
+        ],
+        [
+            [
+                scenario.title,
+                microseconds(ours.library),
+                microseconds(ours.botocore_extra(floor)),
+                microseconds(theirs.library),
+                microseconds(theirs.botocore_extra(floor)),
+                ratio(ours.library, theirs.library),
+            ]
+            for scenario in SCENARIOS
+            for ours, theirs in [
+                (
+                    results.costs[scenario.slug, OURS.slug],
+                    results.costs[scenario.slug, POWERTOOLS.slug],
+                )
+            ]
+        ],
+        caption=(
+            "Where own CPU goes: the time outside the boto3 client's calls (the library's "
+            "own code, minimum over chunks), and what botocore spent beyond the floor on the "
+            "library's requests and responses (larger requests, error responses)."
+        ),
+    )
     budgets = []
     for scenario in (FIRST_RUN, REPLAY):
         ours_own = results.costs[scenario.slug, OURS.slug].own(floor)
@@ -230,7 +311,7 @@ def section(results: CpuResults) -> Section:
             "with the median beside it. *Own* CPU is the total less botocore's floor (a bare "
             f"`PutItem`, {microseconds(floor)} per call here) times the round trips."
         ),
-        tables=[table],
+        tables=[table, breakdown],
         budgets=budgets,
         notes=[
             "Warm-cache replay makes no request, so its total is all the library's own.",
