@@ -127,7 +127,9 @@ def build_layer(*, install_requirements: bool = True) -> LayerSize:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         target = root / "python"
-        shutil.copytree(LAYER_SOURCE, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        # An editable install leaves an egg-info in layer/; a clean checkout has none.
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+        shutil.copytree(LAYER_SOURCE, target, ignore=ignore)
         if install_requirements:
             completed = subprocess.run(
                 [
@@ -230,11 +232,12 @@ def section(imports: ImportTimes, layer: LayerSize) -> Section:
                 ),
             )
         )
-        notes.append(
-            "The layer carries aws-lambda-powertools as a dependency (for the `powertools_*` "
-            "JMESPath functions and the batch processors); our own package is the "
-            "`lambda_idempotency` line."
-        )
+        if "aws_lambda_powertools" in layer.parts:
+            notes.append(
+                "The layer carries aws-lambda-powertools as a dependency (for the `powertools_*` "
+                "JMESPath functions and the batch processors); our own package is the "
+                "`lambda_idempotency` line."
+            )
     else:
         notes.append(f"The layer could not be built in this run: {layer.error}.")
     return Section(

@@ -7,14 +7,14 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Plan:
-    cpu_rounds: int = 30
+    cpu_rounds: int = 50
     cpu_chunk: int = 60
-    latency_calls: int = 300
-    import_runs: int = 15
+    latency_calls: int = 500
+    import_runs: int = 21
     build_layer_requirements: bool = True
     storage_sizes: tuple[int, ...] = (1024, 100 * 1024, 1024 * 1024)
     contention_callers: int = 64
-    contention_trials: int = 3
+    contention_trials: int = 5
     contention_work_seconds: float = 0.2
     throughput_threads: tuple[int, ...] = (1, 4, 16)
     throughput_seconds: float = 2.0

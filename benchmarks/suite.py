@@ -21,8 +21,11 @@ REPORT_NAME = "benchmarks.md"
 CHART_NAME = "benchmarks.png"
 
 
+_START = time.perf_counter()
+
+
 def _log(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
+    print(f"[bench {time.perf_counter() - _START:5.0f} s] {message}", file=sys.stderr, flush=True)
 
 
 def run(
