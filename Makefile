@@ -9,7 +9,7 @@ export DYNAMODB_LOCAL_HOME := $(CURDIR)/.tools/dynamodb-local
 SAM_VENV := .tools/sam
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: setup demo test lint sam-check clean
+.PHONY: setup demo test lint bench sam-check clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -33,8 +33,8 @@ test: setup
 	$(BIN)/python -m pytest
 
 lint: setup
-	$(BIN)/ruff check layer tests functions
-	$(BIN)/ruff format --check layer tests functions
+	$(BIN)/ruff check layer tests functions benchmarks
+	$(BIN)/ruff format --check layer tests functions benchmarks
 	$(BIN)/mypy
 
 ## SAM CLI in a virtualenv of its own (its pins must not constrain the library's).
@@ -46,6 +46,15 @@ $(SAM_VENV)/bin/sam:
 sam-check: $(SAM_VENV)/bin/sam
 	$(SAM_VENV)/bin/sam validate --lint
 	$(SAM_VENV)/bin/sam build --build-dir .aws-sam/build
+
+$(BIN)/.bench-installed: $(BIN)/.installed
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
+	touch $@
+
+## Both libraries side by side (CPU, round trips, latency, cold start, storage, contention,
+## throughput): writes docs/benchmarks.md and docs/benchmarks.png in a few minutes.
+bench: setup $(BIN)/.bench-installed
+	$(BIN)/python -m benchmarks --out docs
 
 clean:
 	rm -rf $(VENV) .tools .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -28,12 +28,14 @@ COMPRESS_FROM_BYTES = 512
 """Below this, zlib's header and the CPU cost outweigh what it saves."""
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=to_jsonable)
+"""Built once: `json.dumps` with options builds an encoder on every call."""
+
+
 def dumps(result: Any) -> bytes:
     """Serialize a handler's result, naming the offending type when it cannot be stored."""
     try:
-        return json.dumps(
-            result, separators=(",", ":"), ensure_ascii=False, default=to_jsonable
-        ).encode()
+        return _ENCODER.encode(result).encode()
     except (TypeError, ValueError) as exc:
         raise ResultNotSerializableError(
             f"the result of type {type(result).__qualname__} cannot be stored as JSON: {exc}"

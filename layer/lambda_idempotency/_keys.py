@@ -11,7 +11,7 @@ import datetime
 import decimal
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ._errors import ConfigurationError
@@ -28,23 +28,73 @@ def compile_selector(selector: Selector, *, role: str) -> Callable[[Any], Any]:
         raise ConfigurationError(f"{role} must be a JMESPath expression or a callable")
     import jmespath
     from jmespath.exceptions import JMESPathError
+    from jmespath.visitor import TreeInterpreter
 
     try:
         expression = jmespath.compile(selector)
     except JMESPathError as exc:
         raise ConfigurationError(f"{role} {selector!r} is not valid JMESPath: {exc}") from exc
-    if "powertools_" not in selector:
-        return expression.search
-    # Powertools' functions (powertools_json, powertools_base64, ...) cost an import, so only
-    # expressions that use them pay for it.
-    from aws_lambda_powertools.utilities.jmespath_utils import PowertoolsFunctions
+    direct = _direct(expression.parsed)
+    if direct is not None:
+        return direct
+    options = None
+    if "powertools_" in selector:
+        # Powertools' functions (powertools_json, powertools_base64, ...) cost an import, so
+        # only expressions that use them pay for it.
+        from aws_lambda_powertools.utilities.jmespath_utils import PowertoolsFunctions
 
-    options = jmespath.Options(custom_functions=PowertoolsFunctions())
+        options = jmespath.Options(custom_functions=PowertoolsFunctions())
+    # `expression.search` builds a tree interpreter per call; one per selector does the same.
+    interpreter, parsed = TreeInterpreter(options), expression.parsed
 
     def search(data: Any) -> Any:
-        return expression.search(data, options=options)
+        return interpreter.visit(parsed, data)
 
     return search
+
+
+def _direct(node: Mapping[str, Any]) -> Callable[[Any], Any] | None:
+    """The selectors keys mostly are (`@`, `id`, `body.order.id`, `[id, amount]`) as plain
+    functions, with the JMESPath interpreter's semantics: a field of a non-object is null,
+    and a path stops at the first null. None for anything else."""
+    kind = node["type"]
+    if kind == "current":
+        return _identity
+    if kind == "field":
+        name = node["value"]
+
+        def field(value: Any) -> Any:
+            try:
+                return value.get(name)
+            except AttributeError:
+                return None
+
+        return field
+    if kind not in ("subexpression", "multi_select_list"):
+        return None
+    steps = [_direct(child) for child in node["children"]]
+    known = [step for step in steps if step is not None]
+    if len(known) != len(steps):
+        return None
+    if kind == "subexpression":
+
+        def path(value: Any) -> Any:
+            for step in known:
+                value = step(value)
+                if value is None:
+                    return None
+            return value
+
+        return path
+
+    def select(value: Any) -> Any:
+        return None if value is None else [step(value) for step in known]
+
+    return select
+
+
+def _identity(value: Any) -> Any:
+    return value
 
 
 def is_missing(value: Any) -> bool:
@@ -75,11 +125,15 @@ def to_jsonable(value: Any) -> Any:
     raise TypeError(f"Object of type {type(value).__qualname__} is not JSON serializable")
 
 
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=to_jsonable
+)
+"""Built once: `json.dumps` with options builds an encoder on every call."""
+
+
 def canonical_json(value: Any) -> bytes:
     """Key order and whitespace never change the hash of the same value."""
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=to_jsonable
-    ).encode()
+    return _CANONICAL.encode(value).encode()
 
 
 def _sha256(value: Any, role: str) -> str:

@@ -105,7 +105,7 @@ class Idempotency:
 
         store = self.settings.store()
         execution = Execution(pk, os.urandom(12).hex(), None)
-        deadline = now + self._wait_budget_ms(context)
+        deadline: int | None = None  # set when waiting starts: most calls never wait
         while True:
             execution.lease_until_ms = now + self._lease_ms(context)
             won, held = self._claim(store, execution, payload_hash, now)
@@ -119,6 +119,8 @@ class Idempotency:
                 return self._replay(store, held)  # type: ignore[no-any-return]
             if self.settings.on_in_progress == "raise":
                 raise self._in_progress(held, now, "another invocation is running with this key")
+            if deadline is None:
+                deadline = now + self._wait_budget_ms(context)
             completed = self._wait(store, held, payload_hash, deadline)
             if completed is not None:
                 return self._replay(store, completed)  # type: ignore[no-any-return]

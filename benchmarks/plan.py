@@ -1,0 +1,39 @@
+"""How much of each measurement to take: the full run for the report, a tiny one for tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Plan:
+    cpu_rounds: int = 50
+    cpu_chunk: int = 60
+    latency_calls: int = 500
+    import_runs: int = 21
+    build_layer_requirements: bool = True
+    storage_sizes: tuple[int, ...] = (1024, 100 * 1024, 1024 * 1024)
+    contention_callers: int = 64
+    contention_trials: int = 5
+    contention_work_seconds: float = 0.2
+    throughput_threads: tuple[int, ...] = (1, 4, 16)
+    throughput_seconds: float = 2.0
+    throughput_repeats: int = 3
+
+    @classmethod
+    def smoke(cls) -> Plan:
+        """Every code path once, in seconds: for the test suite, numbers meaningless."""
+        return cls(
+            cpu_rounds=2,
+            cpu_chunk=3,
+            latency_calls=3,
+            import_runs=1,
+            build_layer_requirements=False,
+            storage_sizes=(1024, 1024 * 1024),
+            contention_callers=4,
+            contention_trials=1,
+            contention_work_seconds=0.05,
+            throughput_threads=(1, 2),
+            throughput_seconds=0.1,
+            throughput_repeats=1,
+        )

@@ -1,0 +1,120 @@
+"""Record DynamoDB's real answers once, then answer the same requests from the recording.
+
+The replay happens in botocore's `before-send` hook, which returns an `AWSResponse` in place
+of the network: botocore still builds, serializes and signs every request and parses every
+response (errors included), so only the wire and the server are taken out of the timing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.awsrequest import AWSResponse
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One response as DynamoDB sent it, and the operation that asked for it."""
+
+    operation: str
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+class ReplayMismatchError(RuntimeError):
+    """A library sent a request the recording does not answer: the replay would be a lie."""
+
+
+class Recorder:
+    """Counts every request a client sends (its round trips) and keeps every response it
+    receives, in order, until detached."""
+
+    def __init__(self, client: Any) -> None:
+        self.requests: list[str] = []
+        self.exchanges: list[Exchange] = []
+        self._client = client
+        client.meta.events.register("before-send.dynamodb", self._count)
+        client.meta.events.register("before-parse.dynamodb", self._keep)
+
+    def _count(self, event_name: str, **_: Any) -> None:
+        self.requests.append(event_name.rsplit(".", 1)[-1])
+
+    def _keep(self, operation_model: Any, response_dict: dict[str, Any], **_: Any) -> None:
+        self.exchanges.append(
+            Exchange(
+                operation=operation_model.name,
+                status=int(response_dict["status_code"]),
+                headers=dict(response_dict["headers"]),
+                body=bytes(response_dict["body"]),
+            )
+        )
+
+    def take(self) -> tuple[list[str], list[Exchange]]:
+        """The requests sent and the responses received since the last take."""
+        taken = self.requests, self.exchanges
+        self.requests, self.exchanges = [], []
+        return taken
+
+    def detach(self) -> None:
+        self._client.meta.events.unregister("before-send.dynamodb", self._count)
+        self._client.meta.events.unregister("before-parse.dynamodb", self._keep)
+
+
+_NOT_RECORDED = Exchange(
+    operation="",
+    status=400,
+    headers={"content-type": "application/x-amz-json-1.0"},
+    body=b'{"__type":"com.amazon.coral.validate#ValidationException","message":"not recorded"}',
+)
+"""A refusal botocore does not retry, for requests the recording does not answer."""
+
+
+class _Body:
+    """What `AWSResponse.content` reads: the recorded bytes, as one chunk."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self._body
+
+
+class Replayer:
+    """Answers a client's requests from a script of exchanges, cycling through it.
+
+    Until `play` is called it answers nothing and the request goes to the network. Every
+    answered request must be for the operation the script expects next; otherwise the
+    mismatch is remembered (botocore would swallow an exception raised here into a retry)
+    and `check` raises it.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._script: list[Exchange] | None = None
+        self._next = 0
+        self.mismatch: str | None = None
+        client.meta.events.register("before-send.dynamodb", self._answer)
+
+    def play(self, script: list[Exchange]) -> None:
+        self._script, self._next, self.mismatch = list(script), 0, None
+
+    def _answer(self, request: Any, event_name: str, **_: Any) -> AWSResponse | None:
+        script = self._script
+        if script is None:
+            return None
+        operation = event_name.rsplit(".", 1)[-1]
+        if not script:
+            self.mismatch = self.mismatch or f"{operation} sent where no request was expected"
+            exchange = _NOT_RECORDED
+        else:
+            exchange = script[self._next % len(script)]
+            self._next += 1
+            if exchange.operation != operation and self.mismatch is None:
+                self.mismatch = f"{operation} sent where {exchange.operation} was recorded"
+        return AWSResponse(request.url, exchange.status, exchange.headers, _Body(exchange.body))
+
+    def check(self) -> None:
+        if self.mismatch is not None:
+            raise ReplayMismatchError(self.mismatch)

@@ -1,0 +1,134 @@
+"""Runs the sections in order against one DynamoDB Local and writes the report and chart."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from . import chart, cold_start, contention, cpu, latency, report, round_trips, storage, throughput
+from .contenders import CONTENDERS
+from .environment import describe_machine
+from .plan import Plan
+from .report import Section
+from .workload import create_table, dynamodb_client
+
+SECTIONS = ("cpu", "round_trips", "latency", "cold_start", "storage", "contention", "throughput")
+REPORT_NAME = "benchmarks.md"
+CHART_NAME = "benchmarks.png"
+
+
+_START = time.perf_counter()
+
+
+def _log(message: str) -> None:
+    print(f"[bench {time.perf_counter() - _START:5.0f} s] {message}", file=sys.stderr, flush=True)
+
+
+def run(
+    plan: Plan,
+    out_dir: Path,
+    *,
+    endpoint_url: str | None = None,
+    only: Iterable[str] = SECTIONS,
+    command: str = "make bench",
+    log: Callable[[str], None] = _log,
+) -> Path:
+    """Measure, then write `benchmarks.md` and `benchmarks.png` into `out_dir`. Starts its own
+    DynamoDB Local unless given an endpoint. Returns the report's path."""
+    wanted = set(only)
+    unknown = wanted - set(SECTIONS)
+    if unknown:
+        raise ValueError(f"unknown sections: {', '.join(sorted(unknown))}")
+    started = time.perf_counter()
+    sections: dict[str, Section] = {}
+    with contextlib.ExitStack() as stack:
+        if endpoint_url is None:
+            from lambda_idempotency._dynamodb_local import DynamoDBLocal
+
+            log("starting DynamoDB Local")
+            endpoint_url = stack.enter_context(DynamoDBLocal()).endpoint_url
+        setup = dynamodb_client(endpoint_url)
+        run_id = uuid.uuid4().hex[:8]
+        tables = {
+            contender.slug: create_table(
+                setup, f"bench-{contender.slug}-{run_id}", contender.key_attribute
+            )
+            for contender in CONTENDERS
+        }
+        if wanted & {"cpu", "round_trips"}:
+            log("recording the scenarios on DynamoDB Local")
+            recorded = cpu.record_all(endpoint_url, tables)
+            sections["round_trips"] = round_trips.section(recorded)
+            if "cpu" in wanted:
+                log("CPU per invocation, answered from the recordings")
+                sections["cpu"] = cpu.section(
+                    cpu.measure(
+                        recorded,
+                        endpoint_url,
+                        tables["ours"],
+                        rounds=plan.cpu_rounds,
+                        chunk=plan.cpu_chunk,
+                    )
+                )
+        if "latency" in wanted:
+            log("end-to-end latency")
+            sections["latency"] = latency.section(
+                latency.measure(endpoint_url, tables, plan.latency_calls)
+            )
+        if "cold_start" in wanted:
+            log("cold start: imports in fresh interpreters, then the layer build")
+            sections["cold_start"] = cold_start.section(
+                cold_start.measure_imports(plan.import_runs),
+                cold_start.build_layer(install_requirements=plan.build_layer_requirements),
+            )
+        if "storage" in wanted:
+            log("storage and cost")
+            sections["storage"] = storage.section(storage.measure(endpoint_url, plan.storage_sizes))
+        if "contention" in wanted:
+            log("contention")
+            sections["contention"] = contention.section(
+                contention.measure(
+                    endpoint_url,
+                    tables,
+                    callers=plan.contention_callers,
+                    trials=plan.contention_trials,
+                    work_seconds=plan.contention_work_seconds,
+                ),
+                callers=plan.contention_callers,
+                work_seconds=plan.contention_work_seconds,
+            )
+        if "throughput" in wanted:
+            log("throughput")
+            sections["throughput"] = throughput.section(
+                throughput.measure(
+                    endpoint_url,
+                    tables,
+                    thread_counts=plan.throughput_threads,
+                    seconds=plan.throughput_seconds,
+                    repeats=plan.throughput_repeats,
+                ),
+                thread_counts=plan.throughput_threads,
+                seconds=plan.throughput_seconds,
+                repeats=plan.throughput_repeats,
+            )
+        log("describing the machine")
+        machine = describe_machine()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log("writing the chart and the report")
+    chart.render(sections, out_dir / CHART_NAME)
+    ordered = [sections[name] for name in SECTIONS if name in sections]
+    text = report.render(
+        machine=machine,
+        sections=ordered,
+        chart_file=CHART_NAME,
+        command=command,
+        wall_seconds=time.perf_counter() - started,
+    )
+    path = out_dir / REPORT_NAME
+    path.write_text(text, encoding="utf-8")
+    log(f"done in {time.perf_counter() - started:.0f} s")
+    return path
