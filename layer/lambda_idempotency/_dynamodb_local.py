@@ -106,6 +106,7 @@ class DynamoDBLocal:
             str(jar_dir / "DynamoDBLocal.jar"),
             "-inMemory",
             "-sharedDb",  # one database whatever the credentials and region of the caller
+            "-disableTelemetry",  # no traffic off this machine
             "-port",
             str(self.port),
         ]

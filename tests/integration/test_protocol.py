@@ -14,6 +14,7 @@ from lambda_idempotency import (
     LeaseLostError,
     PayloadMismatchError,
     Status,
+    StoreError,
     _keys,
     current_execution,
     idempotent,
@@ -382,3 +383,23 @@ def test_large_result_over_400kb_replays(store: DynamoDBStore, ddb: Any) -> None
     trips = RoundTrips(ddb)
     assert handler({"id": 1}, None) == big
     assert trips.take() == ["PutItem", "BatchGetItem"]
+
+
+def test_enlisted_write_dynamodb_refuses_is_a_store_error_and_releases(
+    store: DynamoDBStore, dynamodb_local_endpoint: str
+) -> None:
+    """With the store's own client (no client-side validation), DynamoDB's validation refuses
+    an invalid enlisted write: nothing lands, the key is released, the error says why."""
+    default = DynamoDBStore(store.table_name, endpoint_url=dynamodb_local_endpoint)
+
+    @idempotent(store=default, key="order_id")
+    def handler(event: dict[str, Any], context: Any) -> str:
+        current_execution().add_write(
+            {"Put": {"TableName": store.table_name, "Item": {"pk": {"S": ""}}}}
+        )
+        return "charged"
+
+    with pytest.raises(StoreError) as caught:
+        handler({"order_id": "o-1"}, None)
+    assert caught.value.code == "ValidationException"
+    assert store_keys(store) == []
