@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class CachedResult:
+class CachedResult(NamedTuple):
     expiration: int
     """Epoch seconds, as stored: the cache never outlives the record."""
     payload_hash: str | None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import ConfigurationError, NoActiveExecutionError
@@ -14,17 +13,25 @@ MAX_ENLISTED_WRITES = 99
 """DynamoDB transactions hold 100 items; the idempotency record takes one."""
 
 
-@dataclass(slots=True)
 class Execution:
-    """Created for each protected call; reach it with `current_execution()` in the handler."""
+    """Created for each protected call; reach it with `current_execution()` in the handler.
 
-    key_hash: str | None
-    """The stored `pk`, or None when the call runs unprotected (disabled, or no key)."""
-    owner: str | None
-    """The claim's fencing token."""
-    lease_until_ms: int | None
-    claimed_at_ms: int | None = None
-    writes: list[Mapping[str, Any]] = field(default_factory=list)
+    key_hash: the stored `pk`, or None when the call runs unprotected (disabled, no key).
+    owner: the claim's fencing token. lease_until_ms, claimed_at_ms: epoch milliseconds.
+    writes: the enlisted business writes, committed with the result.
+    """
+
+    __slots__ = ("claimed_at_ms", "key_hash", "lease_until_ms", "owner", "writes")
+
+    def __init__(self, key_hash: str | None, owner: str | None, lease_until_ms: int | None) -> None:
+        self.key_hash = key_hash
+        self.owner = owner
+        self.lease_until_ms = lease_until_ms
+        self.claimed_at_ms: int | None = None
+        self.writes: list[Mapping[str, Any]] = []
+
+    def __repr__(self) -> str:
+        return f"Execution(key_hash={self.key_hash!r}, writes={len(self.writes)})"
 
     def add_write(self, transact_item: Mapping[str, Any]) -> None:
         """Enlist one `TransactWriteItems` item (`{"Put": {...}}`, `Update`, `Delete` or

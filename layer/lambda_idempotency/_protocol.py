@@ -16,8 +16,7 @@ import os
 import random
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from . import _encoding, _execution, _keys
 from ._cache import CachedResult, ResultCache
@@ -47,8 +46,7 @@ WAIT_MAX_POLL_SECONDS = 0.5
 waiters answer after about twice the handler's time), at a few more consistent reads."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class Settings:
+class Settings(NamedTuple):
     """One decorator's configuration. Never shared, never mutated after decoration."""
 
     key: Callable[[Any], Any]

@@ -17,8 +17,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -415,8 +414,7 @@ class DynamoDBStore:
         )
 
 
-@dataclass(frozen=True)
-class ScanPage:
+class ScanPage(NamedTuple):
     records: list[Record]
     scanned: int
     """Items read for this page, matching or not: a scan's cost follows these."""
