@@ -154,10 +154,8 @@ def dynamodb_client(endpoint_url: str, *, max_pool_connections: int = 10) -> Any
 
 
 def create_table(client: Any, name: str, key_attribute: str) -> str:
-    client.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": key_attribute, "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": key_attribute, "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    return name
+    """A table keyed on each library's own hash key attribute."""
+    from lambda_idempotency import AttributeNames
+    from lambda_idempotency.testing import create_idempotency_table
+
+    return create_idempotency_table(client, name, AttributeNames(pk=key_attribute))
