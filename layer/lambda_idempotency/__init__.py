@@ -23,6 +23,7 @@ from ._errors import (
     PayloadMismatchError,
     ResultNotSerializableError,
     ResultTooLargeError,
+    ScopeMissingError,
     StoreError,
 )
 from ._execution import Execution, current_execution
@@ -50,6 +51,7 @@ __all__ = [
     "Record",
     "ResultNotSerializableError",
     "ResultTooLargeError",
+    "ScopeMissingError",
     "Status",
     "StoreError",
     "SystemClock",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from typing import NamedTuple
 
@@ -15,32 +16,36 @@ class CachedResult(NamedTuple):
 
 
 class ResultCache:
-    """Least-recently-used, bounded by entries and by bytes held."""
+    """Least-recently-used, bounded by entries and by bytes held. Locked: a decorated
+    function may be called from several threads of one container (a thread pool)."""
 
     def __init__(self, max_items: int = 256, max_bytes: int = 4 * 1024 * 1024) -> None:
         self.max_items = max_items
         self.max_bytes = max_bytes
         self._entries: OrderedDict[str, CachedResult] = OrderedDict()
         self._bytes = 0
+        self._lock = threading.Lock()
 
     def get(self, pk: str, now_ms: int) -> CachedResult | None:
-        entry = self._entries.get(pk)
-        if entry is None:
-            return None
-        if entry.expiration < now_ms // 1000:
-            self._remove(pk)
-            return None
-        self._entries.move_to_end(pk)
-        return entry
+        with self._lock:
+            entry = self._entries.get(pk)
+            if entry is None:
+                return None
+            if entry.expiration < now_ms // 1000:
+                self._remove(pk)
+                return None
+            self._entries.move_to_end(pk)
+            return entry
 
     def put(self, pk: str, entry: CachedResult) -> None:
         if len(entry.document) > self.max_bytes or self.max_items <= 0:
             return
-        self._remove(pk)
-        self._entries[pk] = entry
-        self._bytes += len(entry.document)
-        while len(self._entries) > self.max_items or self._bytes > self.max_bytes:
-            self._remove(next(iter(self._entries)))
+        with self._lock:
+            self._remove(pk)
+            self._entries[pk] = entry
+            self._bytes += len(entry.document)
+            while len(self._entries) > self.max_items or self._bytes > self.max_bytes:
+                self._remove(next(iter(self._entries)))
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -10,6 +10,9 @@ The stored blob starts with one format byte so old records stay readable as form
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
+import enum
 import json
 import types
 import typing
@@ -36,7 +39,7 @@ def dumps(result: Any) -> bytes:
     """Serialize a handler's result, naming the offending type when it cannot be stored."""
     try:
         return _ENCODER.encode(result).encode()
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ResultNotSerializableError(
             f"the result of type {type(result).__qualname__} cannot be stored as JSON: {exc}"
         ) from exc
@@ -60,6 +63,15 @@ def unpack(blob: bytes) -> bytes:
     raise ValueError(f"unknown stored result format {tag!r}")
 
 
+_SCALARS: dict[type, Callable[[Any], Any]] = {
+    decimal.Decimal: lambda data: decimal.Decimal(str(data)),
+    datetime.datetime: datetime.datetime.fromisoformat,
+    datetime.date: datetime.date.fromisoformat,
+    datetime.time: datetime.time.fromisoformat,
+}
+"""Stored as JSON numbers or ISO strings (see `_keys.to_jsonable`), rebuilt exactly."""
+
+
 def return_type_of(function: Callable[..., Any]) -> Any:
     """The return annotation, resolved; `None` when there is none or it cannot be resolved."""
     try:
@@ -69,17 +81,31 @@ def return_type_of(function: Callable[..., Any]) -> Any:
 
 
 def rehydrate(data: Any, annotation: Any) -> Any:
-    """Turn replayed JSON back into the dataclass or pydantic model the handler returned."""
+    """Turn replayed JSON back into what the handler's return annotation says it returned:
+    dataclasses, pydantic models, Decimal, datetime, date, time, enums, and containers of
+    them. Anything else replays as the JSON value it was stored as."""
     if annotation is None or data is None or annotation is Any:
         return data
     origin = typing.get_origin(annotation)
     if origin is typing.Union or origin is types.UnionType:
         arms = [arm for arm in typing.get_args(annotation) if arm is not type(None)]
         return rehydrate(data, arms[0]) if len(arms) == 1 else data
-    if origin in (list, tuple, set, frozenset) and isinstance(data, list):
+    if origin is tuple and isinstance(data, list):
+        args = typing.get_args(annotation)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(rehydrate(item, args[0]) for item in data)
+        if len(args) == len(data):
+            return tuple(rehydrate(item, arg) for item, arg in zip(data, args, strict=True))
+        return tuple(data)
+    if origin in (list, set, frozenset) and isinstance(data, list):
         args = typing.get_args(annotation)
         items = [rehydrate(item, args[0] if args else None) for item in data]
         return items if origin is list else origin(items)
+    scalar = _SCALARS.get(annotation) if isinstance(annotation, type) else None
+    if scalar is not None:
+        return scalar(data)
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return annotation(data)
     if origin is dict and isinstance(data, dict):
         args = typing.get_args(annotation)
         value_type = args[1] if len(args) == 2 else None

@@ -11,6 +11,7 @@
         ├── ResultNotSerializableError   the handler returned something we cannot store
         ├── ResultTooLargeError          the stored form exceeds what one transaction can hold
         ├── NoActiveExecutionError       current_execution() outside a decorated call
+        ├── ScopeMissingError            an explicit scope selected nothing (nothing ran)
         ├── NotAnHttpEventError          idempotent_http got an event that is no HTTP request
         └── ConfigurationError           a decorator or store was set up wrongly
 
@@ -99,6 +100,11 @@ class NoActiveExecutionError(MisuseError, RuntimeError):
 class NotAnHttpEventError(MisuseError, TypeError):
     """`idempotent_http` was given an event from no HTTP source it knows (API Gateway REST
     or HTTP API, ALB, Function URL): it is on the wrong function, or the event is not one."""
+
+
+class ScopeMissingError(MisuseError):
+    """A scope expression selected nothing: running unscoped would let one tenant replay
+    another's result, so nothing ran. Pass `scope=None` for one shared scope on purpose."""
 
 
 class ConfigurationError(MisuseError, ValueError):

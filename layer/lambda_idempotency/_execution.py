@@ -46,9 +46,26 @@ class Execution:
             raise ConfigurationError(
                 f"add_write: {action!r} is not one of {', '.join(sorted(_TRANSACT_ACTIONS))}"
             )
+        request = transact_item[action]
+        if not isinstance(request, Mapping) or not isinstance(request.get("TableName"), str):
+            raise ConfigurationError(f"add_write: {action} needs a TableName")
+        for part in ("Item", "Key"):
+            values = request.get(part)
+            if values is not None and not _low_level(values):
+                raise ConfigurationError(
+                    f"add_write: {action}.{part} must be in the low-level client's shape, "
+                    'e.g. {"id": {"S": "42"}}'
+                )
         if len(self.writes) >= MAX_ENLISTED_WRITES:
             raise ConfigurationError(f"at most {MAX_ENLISTED_WRITES} writes can be enlisted")
         self.writes.append(transact_item)
+
+
+def _low_level(values: Any) -> bool:
+    """Every attribute value typed, as the low-level client sends them: {"S": "42"}."""
+    return isinstance(values, Mapping) and all(
+        isinstance(value, Mapping) and len(value) == 1 for value in values.values()
+    )
 
 
 _current: contextvars.ContextVar[Execution | None] = contextvars.ContextVar(

@@ -9,6 +9,7 @@ it replays gets `Idempotent-Replayed: true`. The contract for clients is docs/ht
 
 from __future__ import annotations
 
+import decimal
 import enum
 import functools
 import hashlib
@@ -172,9 +173,11 @@ class HttpRequest:
         content_type = next(iter(self.header("content-type")), None)
         if _may_be_json(content_type):
             try:
-                return [self.method, self.path, {"json": json.loads(body)}]
-            except ValueError:
-                pass
+                # Decimal: 0.1 and 0.10000000000000000001 differ, 100 and 100.0 do not.
+                document = json.loads(body, parse_float=decimal.Decimal)
+                return [self.method, self.path, {"json": document}]
+            except (ValueError, RecursionError):
+                pass  # not JSON after all (or absurdly deep): fingerprint the bytes
         return [self.method, self.path, {"sha256": hashlib.sha256(body).hexdigest()}]
 
 
@@ -312,6 +315,14 @@ def authorizer_principal(event: Any) -> str | None:
     return None
 
 
+ANONYMOUS = "anonymous"
+"""The one scope that requests no authorizer vouched for share."""
+
+
+def _principal_or_anonymous(event: Any) -> str:
+    return authorizer_principal(event) or ANONYMOUS
+
+
 def _present(value: Any) -> bool:
     return value is not None and str(value) != ""
 
@@ -446,7 +457,7 @@ def idempotent_http(
     for name, instead in (("key_required", "required"), ("store_result", "store_status")):
         if name in options:
             raise ConfigurationError(f"idempotent_http takes {instead}=, not {name}=")
-    scope = options.pop("scope", authorizer_principal)
+    scope = options.pop("scope", _principal_or_anonymous)
     payload: Callable[[HttpRequest], Any] | None = HttpRequest.fingerprint
     if "payload" in options:
         chosen = options.pop("payload")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import decimal
+import enum
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -117,12 +118,25 @@ def to_jsonable(value: Any) -> Any:
     if model_dump is not None and callable(model_dump):
         return model_dump(mode="json")
     if isinstance(value, decimal.Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
+        return exact_number(value)
     if isinstance(value, datetime.datetime | datetime.date | datetime.time):
         return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return value.value
     if isinstance(value, set | frozenset):
         return sorted(value, key=repr)
     raise TypeError(f"Object of type {type(value).__qualname__} is not JSON serializable")
+
+
+def exact_number(value: decimal.Decimal) -> int | float | str:
+    """A Decimal (DynamoDB's numbers) without losing a digit: an int when integral, a float
+    when the float is the same number, else its exact digits as a string."""
+    if not value.is_finite():
+        raise ValueError(f"{value} is not a finite number")
+    if value == value.to_integral_value():
+        return int(value)
+    as_float = float(value)
+    return as_float if decimal.Decimal(repr(as_float)) == value else str(value)
 
 
 _CANONICAL = json.JSONEncoder(
@@ -133,7 +147,8 @@ _CANONICAL = json.JSONEncoder(
 
 def canonical_json(value: Any) -> bytes:
     """Key order and whitespace never change the hash of the same value."""
-    return _CANONICAL.encode(value).encode()
+    # surrogatepass: a lone surrogate from a client's JSON hashes instead of crashing.
+    return _CANONICAL.encode(value).encode("utf-8", "surrogatepass")
 
 
 def _sha256(value: Any, role: str) -> str:

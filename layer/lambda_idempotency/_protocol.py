@@ -27,6 +27,7 @@ from ._errors import (
     KeyMissingError,
     LeaseLostError,
     PayloadMismatchError,
+    ScopeMissingError,
     StoreError,
 )
 from ._execution import Execution
@@ -159,7 +160,15 @@ class Idempotency:
                 raise KeyMissingError("the idempotency key expression selected nothing")
             self._count("unprotected", logging.WARNING, None, reason="no key")
             return None
-        scope = None if settings.scope is None else settings.scope(data)
+        scope = None
+        if settings.scope is not None:
+            scope = settings.scope(data)
+            if _keys.is_missing(scope):
+                # Running unscoped would let one tenant replay another's result.
+                self._count("scope_missing", logging.ERROR, None)
+                raise ScopeMissingError(
+                    "the scope expression selected nothing; refusing to run unscoped"
+                )
         pk = _keys.key_hash(settings.namespace, scope, key)
         if settings.payload is None:
             return pk, None
@@ -181,6 +190,10 @@ class Idempotency:
         except StoreError as exc:  # fail closed: the handler does not run unprotected
             self._count("store_error", logging.ERROR, pk, step="claim", code=exc.code)
             raise
+        if not won and other is not None and other.owner == execution.owner:
+            # botocore retried a claim whose first attempt landed but whose answer was lost:
+            # the record that "holds" the key is our own.
+            won, other = True, None
         if won:
             execution.claimed_at_ms = now
             self._log_claim(pk, other, now)
@@ -213,13 +226,16 @@ class Idempotency:
             raise
         except StoreError as exc:
             self._count("completion_failed", logging.ERROR, pk, code=exc.code)
-            if execution.writes:
-                # The enlisted writes did not land: a success here would be a lie.
-                self._release(store, execution, reason="completion failed")
-                raise
-            # The effect happened; failing now would make the client retry it. The record
-            # stays IN_PROGRESS until its lease lapses, then the key may run again.
-            return
+            if not execution.writes:
+                # The effect happened; failing now would make the client retry it. The record
+                # stays IN_PROGRESS until its lease lapses, then the key may run again.
+                return
+            if not self._landed_after_all(store, execution):
+                raise  # neither the enlisted writes nor the result landed; the key is free
+            completed = True
+        except Exception as exc:  # e.g. ResultTooLargeError: never leave the key locked
+            self._release(store, execution, reason=type(exc).__name__)
+            raise
         if not completed:
             self._count("lease_lost", logging.WARNING, pk)
             if execution.writes:
@@ -233,15 +249,34 @@ class Idempotency:
             self.cache.put(pk, CachedResult(expiration, payload_hash, document))
         self._count("executed", logging.INFO, pk)
 
-    def _release(self, store: DynamoDBStore, execution: Execution, *, reason: str) -> None:
+    def _landed_after_all(self, store: DynamoDBStore, execution: Execution) -> bool:
+        """A completion transaction that failed on our side may still have committed (a lost
+        answer, a timeout). Release only touches a record still IN_PROGRESS, so a commit that
+        landed is never undone and re-run: if the release is refused, read what is there."""
+        if self._release(store, execution, reason="completion failed"):
+            return False
+        record = store.get(execution.key_hash or "")
+        landed = (
+            record is not None
+            and record.owner == execution.owner
+            and record.status is Status.COMPLETED
+        )
+        if landed:
+            self._count("completion_confirmed", logging.WARNING, record.pk if record else None)
+        return landed
+
+    def _release(self, store: DynamoDBStore, execution: Execution, *, reason: str) -> bool:
+        """Delete our IN_PROGRESS record so a retry runs again. False if it was not ours to
+        delete any more (taken over, or completed after all) or the delete failed."""
         pk, owner = execution.key_hash or "", execution.owner or ""
         try:
             released = store.release(pk, owner=owner)
         except StoreError as exc:
             # The record stays IN_PROGRESS until its lease lapses; the original outcome wins.
             self._count("release_failed", logging.ERROR, pk, reason=reason, code=exc.code)
-            return
-        self._count("released" if released else "lease_lost", logging.INFO, pk, reason=reason)
+            return False
+        self._count("released" if released else "not_released", logging.INFO, pk, reason=reason)
+        return released
 
     def _replay(self, store: DynamoDBStore, record: Record) -> Any:
         blob = store.load_result(record)
@@ -268,7 +303,11 @@ class Idempotency:
             clock.sleep(min(delay * random.uniform(0.5, 1.0), (deadline_ms - now) / 1000))
             delay = min(delay * WAIT_POLL_GROWTH, WAIT_MAX_POLL_SECONDS)
             now = clock.now_ms()
-            record = store.get(held.pk)
+            try:
+                record = store.get(held.pk)
+            except StoreError as exc:
+                self._count("store_error", logging.ERROR, held.pk, step="wait", code=exc.code)
+                raise
             if record is None or record.is_expired(now):
                 return None
             self._check_payload(held.pk, record.payload_hash, payload_hash)

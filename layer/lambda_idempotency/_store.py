@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -38,6 +39,9 @@ LEASE_LAPSED = "(#status = :in_progress AND #lease_until < :now_ms)"
 CLAIMABLE = f"{KEY_ABSENT} OR {RECORD_EXPIRED} OR {LEASE_LAPSED}"
 OWNED_BY_ME = "#owner = :owner"
 """The fence: only the claim that still holds the key may complete or release it."""
+STILL_IN_PROGRESS = "#status = :in_progress"
+"""Release never deletes a completed record, even our own: a completion whose answer was
+lost may have landed, and deleting it would run the handler and its writes again."""
 
 INLINE_RESULT_BYTES = 350_000
 """Larger results are split into chunk items: an item may hold at most 400 KB."""
@@ -45,6 +49,8 @@ CHUNK_BYTES = 350_000
 MAX_TRANSACTION_BYTES = 3_800_000
 """TransactWriteItems carries at most 4 MB; keep room for the record and enlisted writes."""
 MAX_TRANSACTION_ITEMS = 100
+UNPROCESSED_ATTEMPTS = 6
+"""BatchGetItem returns throttled keys as UnprocessedKeys; ask again this often, backing off."""
 
 RUNTIME_IAM_ACTIONS = frozenset(
     {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:BatchGetItem"}
@@ -208,16 +214,20 @@ class DynamoDBStore:
         return self._transact(pk, [{"Put": put}, *chunks, *writes])
 
     def release(self, pk: str, *, owner: str) -> bool:
-        """Delete our claim so a retry runs again. False when it is no longer ours."""
+        """Delete our IN_PROGRESS claim so a retry runs again. False when it is no longer
+        ours, or is no longer in progress."""
         _, refused = self._send(
             "delete_item",
             pk,
             {_CONDITION_FAILED},
             TableName=self.table_name,
             Key={self.names.pk: {"S": pk}},
-            ConditionExpression=OWNED_BY_ME,
-            ExpressionAttributeNames={"#owner": self.names.owner},
-            ExpressionAttributeValues={":owner": {"S": owner}},
+            ConditionExpression=f"{OWNED_BY_ME} AND {STILL_IN_PROGRESS}",
+            ExpressionAttributeNames={"#owner": self.names.owner, "#status": self.names.status},
+            ExpressionAttributeValues={
+                ":owner": {"S": owner},
+                ":in_progress": {"S": Status.IN_PROGRESS.value},
+            },
         )
         return refused is None
 
@@ -298,11 +308,14 @@ class DynamoDBStore:
         ]
         parts: dict[str, bytes] = {}
         request: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
-        while request:
+        for attempt in range(UNPROCESSED_ATTEMPTS):
             response, _ = self._send("batch_get_item", record.pk, set(), RequestItems=request)
             for item in response.get("Responses", {}).get(self.table_name, []):
                 parts[item[self.names.pk]["S"]] = item[self.names.result]["B"]
             request = response.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            time.sleep(min(0.05 * 2**attempt, 1.0))  # throttled: back off before asking again
         joined = b"".join(parts.get(key[self.names.pk]["S"], b"") for key in keys)
         if hashlib.sha256(joined).hexdigest() != pointer["sha256"]:
             raise StoreError(
@@ -392,6 +405,14 @@ class DynamoDBStore:
         except BotoCoreError as exc:
             raise StoreError(
                 f"DynamoDB {operation} failed: {type(exc).__name__}", key_hash=pk
+            ) from exc
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            # botocore could not serialize the request: without client-side validation a
+            # malformed enlisted write fails here, before anything is sent.
+            raise StoreError(
+                f"DynamoDB {operation} request could not be built: {type(exc).__name__}",
+                key_hash=pk,
+                code="InvalidRequest",
             ) from exc
         return response, None
 

@@ -491,3 +491,29 @@ def test_handler_called_with_keywords(store: DynamoDBStore) -> None:
     handler(event=post("http-api"), context=None)
     assert handler(event=post("http-api"), context=None)["headers"]["Idempotent-Replayed"] == "true"
     assert len(runs) == 1
+
+
+def test_json_numbers_compare_by_exact_value(store: DynamoDBStore) -> None:
+    handler, runs = payments(store)
+
+    handler(post("http-api", body='{"amount": 100}'), None)
+    replay = handler(post("http-api", body='{"amount": 100.0}'), None)  # the same number
+    assert replay["statusCode"] == 201 and len(runs) == 1
+
+    other_key = "0f1e2d3c-4b5a-4968-8776-655443322110"
+    handler(post("http-api", key=other_key, body='{"amount": 0.1}'), None)
+    refused = handler(
+        post("http-api", key=other_key, body='{"amount": 0.10000000000000000001}'), None
+    )
+    assert_problem(refused, "http-api", 422, "key-reused")
+
+
+@pytest.mark.parametrize("body", ['{"name": "\\ud800"}', "[" * 100_000 + "]" * 100_000])
+def test_hostile_bodies_get_an_answer_not_a_crash(store: DynamoDBStore, body: str) -> None:
+    handler, runs = payments(store)
+
+    first = handler(post("http-api", body=body), None)
+    again = handler(post("http-api", body=body), None)
+
+    assert first["statusCode"] == again["statusCode"] == 201
+    assert len(runs) == 1
