@@ -12,6 +12,7 @@
         ├── ResultTooLargeError          the stored form exceeds what one transaction can hold
         ├── NoActiveExecutionError       current_execution() outside a decorated call
         ├── NotAnHttpEventError          idempotent_http got an event that is no HTTP request
+        ├── NotABatchEventError          process_batch got an event that is no SQS / stream batch
         └── ConfigurationError           a decorator or store was set up wrongly
 
 Every error carries `key_hash` (the stored `pk`, never the raw key) when one is known.
@@ -99,6 +100,11 @@ class NoActiveExecutionError(MisuseError, RuntimeError):
 class NotAnHttpEventError(MisuseError, TypeError):
     """`idempotent_http` was given an event from no HTTP source it knows (API Gateway REST
     or HTTP API, ALB, Function URL): it is on the wrong function, or the event is not one."""
+
+
+class NotABatchEventError(MisuseError, TypeError):
+    """`process_batch` was given an event that is no SQS, Kinesis or DynamoDB Streams batch,
+    or records it cannot report on (no messageId / sequence number): nothing ran."""
 
 
 class ConfigurationError(MisuseError, ValueError):
