@@ -20,6 +20,7 @@ from typing import Any, Generic, Literal, TypedDict, TypeVar, Unpack
 from . import _execution
 from ._decorators import Options, build_engine
 from ._errors import NotABatchEventError
+from ._http import _describe_event
 from ._keys import Selector
 from ._protocol import Idempotency
 
@@ -213,7 +214,7 @@ def batch_records(event: Any) -> list[Mapping[str, Any]]:
     if not isinstance(records, list) or not all(isinstance(r, Mapping) for r in records):
         raise NotABatchEventError(
             "process_batch needs an SQS, Kinesis or DynamoDB Streams event "
-            f'({{"Records": [...]}}), not {_describe(event)}'
+            f'({{"Records": [...]}}), not {_describe_event(event)}'
         )
     return records
 
@@ -272,11 +273,3 @@ def _identifier(record: Mapping[str, Any], event_type: EventType) -> Any:
     if event_type == "KinesisDataStreams":
         return _get(record, "kinesis", "sequenceNumber")
     return _get(record, "dynamodb", "SequenceNumber")
-
-
-def _describe(event: Any) -> str:
-    """The event's kind and top-level keys, never its values (they may be personal data)."""
-    if isinstance(event, Mapping):
-        keys = sorted(str(key) for key in event)
-        return f"a mapping with keys {', '.join(keys[:6])}" if keys else "an empty mapping"
-    return f"a {type(event).__qualname__}"
