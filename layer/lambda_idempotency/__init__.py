@@ -8,6 +8,7 @@
 The code lives in private modules, one idea each; this module is the public surface.
 """
 
+from ._batch import BatchResponse, idempotent_record, process_batch
 from ._clock import Clock, SystemClock
 from ._decorators import Options, idempotent, idempotent_function
 from ._errors import (
@@ -19,6 +20,7 @@ from ._errors import (
     LeaseLostError,
     MisuseError,
     NoActiveExecutionError,
+    NotABatchEventError,
     NotAnHttpEventError,
     PayloadMismatchError,
     ResultNotSerializableError,
@@ -33,6 +35,7 @@ from ._store import DynamoDBStore
 
 __all__ = [
     "AttributeNames",
+    "BatchResponse",
     "Clock",
     "CompletionConflictError",
     "ConfigurationError",
@@ -45,6 +48,7 @@ __all__ = [
     "LeaseLostError",
     "MisuseError",
     "NoActiveExecutionError",
+    "NotABatchEventError",
     "NotAnHttpEventError",
     "Options",
     "PayloadMismatchError",
@@ -59,4 +63,6 @@ __all__ = [
     "idempotent",
     "idempotent_function",
     "idempotent_http",
+    "idempotent_record",
+    "process_batch",
 ]

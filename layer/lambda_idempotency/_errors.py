@@ -13,6 +13,7 @@
         ├── NoActiveExecutionError       current_execution() outside a decorated call
         ├── ScopeMissingError            an explicit scope selected nothing (nothing ran)
         ├── NotAnHttpEventError          idempotent_http got an event that is no HTTP request
+        ├── NotABatchEventError          process_batch got an event that is no SQS / stream batch
         └── ConfigurationError           a decorator or store was set up wrongly
 
 Every error carries `key_hash` (the stored `pk`, never the raw key) when one is known.
@@ -105,6 +106,11 @@ class NotAnHttpEventError(MisuseError, TypeError):
 class ScopeMissingError(MisuseError):
     """A scope expression selected nothing: running unscoped would let one tenant replay
     another's result, so nothing ran. Pass `scope=None` for one shared scope on purpose."""
+
+
+class NotABatchEventError(MisuseError, TypeError):
+    """`process_batch` was given an event that is no SQS, Kinesis or DynamoDB Streams batch,
+    or records it cannot report on (no messageId / sequence number): nothing ran."""
 
 
 class ConfigurationError(MisuseError, ValueError):

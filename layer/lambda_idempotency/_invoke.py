@@ -35,8 +35,17 @@ class Invocation:
     @property
     def summary(self) -> str:
         """executed, replayed or rejected, as a reader of the main job wants to know; with
-        the status code when the function answered HTTP."""
+        the status code when the function answered HTTP; records ok and failed for a batch."""
         status = "" if self.status_code is None else f" {self.status_code}"
+        failures = (
+            self.response.get("batchItemFailures") if isinstance(self.response, dict) else None
+        )
+        if isinstance(failures, list):
+            ok = sum(self.outcomes.count(outcome) for outcome in ("executed", "replayed"))
+            replayed = self.outcomes.count("replayed")
+            return f"batch: {ok} ok, {len(failures)} failed" + (
+                f" ({replayed} replayed)" if replayed else ""
+            )
         if "replayed" in self.outcomes:
             return f"replayed{status}"
         if "executed" in self.outcomes:

@@ -3,6 +3,7 @@ sample events, against DynamoDB Local."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,15 @@ def test_run_samples_prints_what_happened_to_each_event(
     )
     for name in ("03-retry-changed-amount.json", "04-no-idempotency-key.json"):
         assert "application/problem+json" in outcome[name]
+
+    assert "batch: 3 ok, 0 failed " in outcome["01-new-orders.json"]
+    assert '{"batchItemFailures": []}' in outcome["01-new-orders.json"]
+    assert "batch: 3 ok, 0 failed (3 replayed)" in outcome["02-same-batch-redelivered.json"]
+    mixed = outcome["03-new-shipped-and-invalid.json"]
+    assert "batch: 2 ok, 1 failed (1 replayed)" in mixed
+    invalid = ROOT / "events" / "ship_orders" / "03-new-shipped-and-invalid.json"
+    invalid_id = json.loads(invalid.read_text())["Records"][2]["messageId"]
+    assert f'{{"batchItemFailures": [{{"itemIdentifier": "{invalid_id}"}}]}}' in mixed
 
 
 def test_invoke_reports_a_missing_function_clearly(capsys: Any, monkeypatch: Any) -> None:
