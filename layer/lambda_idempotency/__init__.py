@@ -8,7 +8,8 @@
 The code lives in private modules, one idea each; this module is the public surface.
 """
 
-from ._batch import BatchResponse, idempotent_record, process_batch
+from typing import TYPE_CHECKING, Any
+
 from ._clock import Clock, SystemClock
 from ._decorators import Options, idempotent, idempotent_function
 from ._errors import (
@@ -29,9 +30,37 @@ from ._errors import (
     StoreError,
 )
 from ._execution import Execution, current_execution
-from ._http import HttpResponse, idempotent_http
 from ._record import AttributeNames, Record, Status
 from ._store import DynamoDBStore
+
+if TYPE_CHECKING:
+    from ._batch import BatchResponse, idempotent_record, process_batch
+    from ._http import HttpResponse, idempotent_http
+
+_FRONT_ENDS = {
+    "BatchResponse": "_batch",
+    "idempotent_record": "_batch",
+    "process_batch": "_batch",
+    "HttpResponse": "_http",
+    "idempotent_http": "_http",
+}
+"""Imported on first use: a handler pays at cold start only for the front end it uses."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _FRONT_ENDS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_FRONT_ENDS))
+
 
 __all__ = [
     "AttributeNames",

@@ -17,10 +17,9 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Literal, TypedDict, TypeVar, Unpack
 
-from . import _execution
+from . import _execution, _keys
 from ._decorators import Options, build_engine
 from ._errors import NotABatchEventError
-from ._http import _describe_event
 from ._keys import Selector
 from ._protocol import Idempotency
 
@@ -214,7 +213,7 @@ def batch_records(event: Any) -> list[Mapping[str, Any]]:
     if not isinstance(records, list) or not all(isinstance(r, Mapping) for r in records):
         raise NotABatchEventError(
             "process_batch needs an SQS, Kinesis or DynamoDB Streams event "
-            f'({{"Records": [...]}}), not {_describe_event(event)}'
+            f'({{"Records": [...]}}), not {_keys.describe_event(event)}'
         )
     return records
 

@@ -125,7 +125,7 @@ class HttpRequest:
                 return cls(event, shape, method.upper(), str(event.get("path") or "/"))
         raise NotAnHttpEventError(
             "idempotent_http needs an API Gateway, ALB or Function URL event, not "
-            + _describe_event(event)
+            + _keys.describe_event(event)
         )
 
     @property
@@ -190,15 +190,6 @@ def _may_be_json(content_type: str | None) -> bool:
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def _describe_event(event: Any) -> str:
-    """The event's kind and top-level keys, never its values (they may be personal data)."""
-    if isinstance(event, Mapping):
-        keys = sorted(str(key) for key in event)
-        more = ", ..." if len(keys) > 6 else ""
-        return f"a mapping with keys {', '.join(keys[:6])}{more}" if keys else "an empty mapping"
-    return f"a {type(event).__qualname__}"
 
 
 # -- the key ----------------------------------------------------------------------------

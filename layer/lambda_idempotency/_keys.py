@@ -98,6 +98,15 @@ def _identity(value: Any) -> Any:
     return value
 
 
+def describe_event(event: Any) -> str:
+    """The event's kind and top-level keys, never its values (they may be personal data)."""
+    if isinstance(event, Mapping):
+        keys = sorted(str(key) for key in event)
+        more = ", ..." if len(keys) > 6 else ""
+        return f"a mapping with keys {', '.join(keys[:6])}{more}" if keys else "an empty mapping"
+    return f"a {type(event).__qualname__}"
+
+
 def is_missing(value: Any) -> bool:
     """None, an empty string and empty containers are no key: protecting on them would merge
     every such request into one."""
