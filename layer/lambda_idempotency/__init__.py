@@ -8,7 +8,7 @@
 The code lives in private modules, one idea each; this module is the public surface.
 """
 
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from ._clock import Clock, SystemClock
 from ._decorators import Options, idempotent, idempotent_function
@@ -33,7 +33,7 @@ from ._execution import Execution, current_execution
 from ._record import AttributeNames, Record, Status
 from ._store import DynamoDBStore
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ._batch import BatchResponse, idempotent_record, process_batch
     from ._http import HttpResponse, idempotent_http
 
@@ -47,13 +47,13 @@ _FRONT_ENDS = {
 """Imported on first use: a handler pays at cold start only for the front end it uses."""
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     module = _FRONT_ENDS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
+    from importlib import import_module
 
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    value = getattr(import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value
 
