@@ -137,7 +137,7 @@ def _run_samples(template: Template, events_root: Path, endpoint_url: str) -> in
             shown = invocation.response if invocation.error is None else invocation.error
             if invocation.error is not None and "stackTrace" in invocation.error:
                 shown = {key: invocation.error[key] for key in ("errorType", "errorMessage")}
-            print(f"  {path.name:<36} {invocation.summary:<32} {json.dumps(shown)}")
+            print(f"  {path.name:<36} {invocation.summary:<36} {json.dumps(shown)}")
             failures += invocation.summary.startswith(("failed", "no idempotency"))
         print()
     return 1 if failures else 0
