@@ -37,8 +37,17 @@ def test_idempotency_table_matches_the_library_defaults() -> None:
 
 
 def statements(logical_id: str) -> list[dict[str, Any]]:
-    policies = TEMPLATE.resources[logical_id]["Properties"]["Policies"]
-    return [statement for policy in policies for statement in policy["Statement"]]
+    """The function's own policy statements, or its explicit role's (then nothing else)."""
+    properties = TEMPLATE.resources[logical_id]["Properties"]
+    if "Role" not in properties:
+        return [statement for policy in properties["Policies"] for statement in policy["Statement"]]
+    role = TEMPLATE.resources[properties["Role"]["Fn::GetAtt"][0]]["Properties"]
+    assert "ManagedPolicyArns" not in role  # no managed policy with "*" resources
+    return [
+        statement
+        for policy in role["Policies"]
+        for statement in policy["PolicyDocument"]["Statement"]
+    ]
 
 
 def as_list(value: Any) -> list[Any]:
