@@ -13,6 +13,8 @@ class CachedResult(NamedTuple):
     payload_hash: str | None
     document: bytes
     """The result's JSON, decoded afresh on every replay so callers cannot mutate the cache."""
+    typed: bool = False
+    """The document is typed JSON (see _encoding)."""
 
 
 class ResultCache:

@@ -18,7 +18,7 @@ from ._cache import ResultCache
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import ConfigurationError
 from ._keys import Selector
-from ._protocol import Idempotency, Settings
+from ._protocol import DEFAULT_CLOCK_SKEW_SECONDS, Idempotency, Settings
 from ._store import DynamoDBStore
 
 P = ParamSpec("P")
@@ -46,6 +46,7 @@ def build_engine(
     store_result: Callable[[Any], bool] | None = None,
     cache_size: int = 256,
     clock: Clock = SYSTEM_CLOCK,
+    clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
     on_replay: Callable[[Any], Any] | None = None,
 ) -> Idempotency:
     """Validate one decorator's arguments and build its engine (shared by every front end)."""
@@ -60,6 +61,10 @@ def build_engine(
     if on_in_progress not in ("raise", "wait"):
         raise ConfigurationError(
             f"on_in_progress must be 'raise' or 'wait', not {on_in_progress!r}"
+        )
+    if not 0 <= clock_skew_seconds <= 60:
+        raise ConfigurationError(
+            f"clock_skew_seconds must be between 0 and 60, not {clock_skew_seconds!r}"
         )
     if cache_size < 0:
         raise ConfigurationError(f"cache_size must not be negative, not {cache_size!r}")
@@ -76,6 +81,7 @@ def build_engine(
         key_required=key_required,
         should_store=store_result if store_result is not None else _store_all,
         clock=clock,
+        skew_ms=int(clock_skew_seconds * 1000),
         on_replay=on_replay,
     )
     return Idempotency(
@@ -117,6 +123,8 @@ class Options(TypedDict, total=False):
     store_result: result -> bool; results it refuses release the key so the retry runs again.
     cache_size: completed results kept in memory per warm container (0: none).
     clock: the time source (a test seam).
+    clock_skew_seconds: how far callers' clocks may differ (default 2): a lapsed lease is
+        taken over, and an expired record counts as absent, only that much later.
     """
 
     payload: Selector | None
@@ -131,6 +139,7 @@ class Options(TypedDict, total=False):
     store_result: Callable[[Any], bool] | None
     cache_size: int
     clock: Clock
+    clock_skew_seconds: float
 
 
 def idempotent(

@@ -6,10 +6,12 @@
     ├── InProgressError          another invocation holds the key; retry after `retry_after`
     ├── LeaseLostError           our lease lapsed and another claim took the key over
     ├── CompletionConflictError  an enlisted business write's condition failed; nothing landed
-    ├── StoreError               DynamoDB failed or refused a request (botocore error chained)
+    ├── StoreError               DynamoDB failed or refused a request (botocore error chained),
+    │                            or a record is in a shape this library does not write
     └── misuse (programmer mistakes; fix the code, do not retry)
-        ├── ResultNotSerializableError   the handler returned something we cannot store
-        ├── ResultTooLargeError          the stored form exceeds what one transaction can hold
+        ├── ResultNotSerializableError   the first run returned something we cannot store:
+        │                                its retries get this instead of running again
+        ├── ResultTooLargeError          the same, for a result past what the store can hold
         ├── NoActiveExecutionError       current_execution() outside a decorated call
         ├── ScopeMissingError            an explicit scope selected nothing (nothing ran)
         ├── NotAnHttpEventError          idempotent_http got an event that is no HTTP request
@@ -67,7 +69,12 @@ class CompletionConflictError(IdempotencyError):
 
 
 class StoreError(IdempotencyError):
-    """DynamoDB failed or refused a request. `code` is botocore's error code, if any."""
+    """DynamoDB failed or refused a request. `code` is botocore's error code, if any.
+
+    `retryable`: the same request may succeed later (throttling, a 5xx, a lost connection).
+    `maybe_applied`: the request may have been applied although it failed on our side (a
+    lost answer), so whatever it wrote may be there.
+    """
 
     def __init__(
         self,
@@ -76,10 +83,14 @@ class StoreError(IdempotencyError):
         key_hash: str | None = None,
         code: str | None = None,
         record: Any = None,
+        retryable: bool = False,
+        maybe_applied: bool = False,
     ) -> None:
         super().__init__(message, key_hash=key_hash)
         self.code = code
         self.record = record
+        self.retryable = retryable
+        self.maybe_applied = maybe_applied
 
 
 class MisuseError(IdempotencyError):
@@ -87,11 +98,14 @@ class MisuseError(IdempotencyError):
 
 
 class ResultNotSerializableError(MisuseError, TypeError):
-    """The handler's result (or a part of it) has a type we cannot store."""
+    """The first run's result (or a part of it) has a type we cannot store. The key was
+    completed all the same, so the handler's effect never runs twice: its retries get
+    this error, naming the type, until the key expires."""
 
 
 class ResultTooLargeError(MisuseError):
-    """The stored result would exceed DynamoDB's transaction size limits."""
+    """The first run's result is larger than the store holds (see `MAX_STORED_BYTES`); the
+    key was completed all the same and its retries get this error."""
 
 
 class NoActiveExecutionError(MisuseError, RuntimeError):

@@ -18,16 +18,18 @@ class Execution:
 
     key_hash: the stored `pk`, or None when the call runs unprotected (disabled, no key).
     owner: the claim's fencing token. lease_until_ms, claimed_at_ms: epoch milliseconds.
+    answer_by_ms: when the invocation must answer; completion retries stop there.
     writes: the enlisted business writes, committed with the result.
     """
 
-    __slots__ = ("claimed_at_ms", "key_hash", "lease_until_ms", "owner", "writes")
+    __slots__ = ("answer_by_ms", "claimed_at_ms", "key_hash", "lease_until_ms", "owner", "writes")
 
     def __init__(self, key_hash: str | None, owner: str | None, lease_until_ms: int | None) -> None:
         self.key_hash = key_hash
         self.owner = owner
         self.lease_until_ms = lease_until_ms
         self.claimed_at_ms: int | None = None
+        self.answer_by_ms: int | None = None
         self.writes: list[Mapping[str, Any]] = []
 
     def __repr__(self) -> str:

@@ -9,12 +9,12 @@ per call lives on it; each call builds its own `Execution`.
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import math
 import os
 import random
 import warnings
+import zlib
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple, TypeVar
 
@@ -33,7 +33,7 @@ from ._errors import (
 from ._execution import Execution
 from ._log import emit
 from ._record import Record, Status
-from ._store import DynamoDBStore
+from ._store import INLINE_RESULT_BYTES, DynamoDBStore
 
 T = TypeVar("T")
 
@@ -45,6 +45,24 @@ WAIT_POLL_GROWTH = 1.5
 WAIT_MAX_POLL_SECONDS = 0.5
 """Gentle backoff: a waiter answers soon after the holder completes (a doubling backoff made
 waiters answer after about twice the handler's time), at a few more consistent reads."""
+DEFAULT_CLOCK_SKEW_SECONDS = 2.0
+"""How far two callers' clocks may differ. Lambda hosts keep time with the Amazon Time Sync
+Service (well under a millisecond apart), so 2 s is generous; it costs a crashed holder's
+key 2 s more before it frees."""
+COMPLETION_FIRST_BACKOFF_SECONDS = 0.05
+COMPLETION_MAX_BACKOFF_SECONDS = 1.0
+ANSWER_MARGIN_MIN_MS = 250
+ANSWER_MARGIN_MAX_MS = 2000
+"""Completion stops retrying this long (a tenth of the time left, within these bounds)
+before the invocation must answer, so it can still answer."""
+NO_CONTEXT_RETRY_SECONDS = 10.0
+MAX_REFUSALS_UNSEEN = 3
+"""Claims refused by a record that then cannot be read (an endpoint that ignores
+ReturnValuesOnConditionCheckFailure, a record deleted in between again and again)."""
+UNSEEN = "ClaimRefusedRecordUnseen"
+_CLAIMED: Any = object()
+"""What `_acquire` returns when the key is ours to run."""
+CORRUPT = "StoredResultUnreadable"
 
 
 class Settings(NamedTuple):
@@ -62,6 +80,8 @@ class Settings(NamedTuple):
     key_required: bool
     should_store: Callable[[Any], bool]
     clock: Clock
+    skew_ms: int = int(DEFAULT_CLOCK_SKEW_SECONDS * 1000)
+    """Clock skew allowed between callers: leases lapse and records expire that much later."""
     on_replay: Callable[[Any], Any] | None = None
     """Applied to every replayed result (from the cache or the store), so a front end can
     tell a replay from a first run without per-call state on the engine."""
@@ -89,7 +109,7 @@ class Idempotency:
 
     def run(self, data: Any, context: Any, call: Callable[[], T]) -> T:
         """`data` is what the selectors see (the event, or the bound arguments)."""
-        if os.environ.get("IDEMPOTENCY_DISABLED", "").lower() in ("1", "true", "yes"):
+        if _disabled():
             self._warn_disabled()
             return self._run_unprotected(call)
         identity = self._identify(data)
@@ -102,31 +122,14 @@ class Idempotency:
         cached = None if self.cache is None else self.cache.get(pk, now)
         if cached is not None:
             self._check_payload(pk, cached.payload_hash, payload_hash)
-            self._count("replayed", logging.INFO, pk, source="cache")
-            return self._replayed(self._decode(cached.document))  # type: ignore[no-any-return]
+            self._count("replayed", logging.DEBUG, pk, source="cache")
+            return self._replayed(self._decode(cached.document, cached.typed))  # type: ignore[no-any-return]
 
         store = self.settings.store()
         execution = Execution(pk, os.urandom(12).hex(), None)
-        deadline: int | None = None  # set when waiting starts: most calls never wait
-        while True:
-            execution.lease_until_ms = now + self._lease_ms(context)
-            won, held = self._claim(store, execution, payload_hash, now)
-            if won:
-                break
-            if held is None:  # refused, then gone before we could read it: try again
-                now = clock.now_ms()
-                continue
-            self._check_payload(pk, held.payload_hash, payload_hash)
-            if held.status is Status.COMPLETED:
-                return self._replay(store, held)  # type: ignore[no-any-return]
-            if self.settings.on_in_progress == "raise":
-                raise self._in_progress(held, now, "another invocation is running with this key")
-            if deadline is None:
-                deadline = now + self._wait_budget_ms(context)
-            completed = self._wait(store, held, payload_hash, deadline)
-            if completed is not None:
-                return self._replay(store, completed)  # type: ignore[no-any-return]
-            now = clock.now_ms()  # the holder is gone or its lease lapsed: claim again
+        replay = self._acquire(store, execution, payload_hash, context, now)
+        if replay is not _CLAIMED:
+            return replay  # type: ignore[no-any-return]
 
         token = _execution.activate(execution)
         try:
@@ -140,15 +143,61 @@ class Idempotency:
         if not self.settings.should_store(result):
             self._release(store, execution, reason="result not stored by policy")
             return result
-        try:
-            document = _encoding.dumps(result)
-        except Exception:
-            self._release(store, execution, reason="result not serializable")
-            raise
-        self._complete(store, execution, payload_hash, document)
+        encoded = _encoding.encode(result)
+        if encoded.problem is not None:
+            # The effect has happened: the key completes all the same, and its retries get
+            # a typed error instead of running the handler again.
+            self._count("result_not_storable", logging.WARNING, pk, problem=encoded.problem)
+        self._complete(store, execution, payload_hash, encoded)
         return result
 
     # -- steps --------------------------------------------------------------------------
+
+    def _acquire(
+        self,
+        store: DynamoDBStore,
+        execution: Execution,
+        payload_hash: str | None,
+        context: Any,
+        now: int,
+    ) -> Any:
+        """Claim the key: `_CLAIMED` when the handler may run, else the replayed result (or
+        InProgressError / PayloadMismatchError / StoreError)."""
+        clock, pk = self.settings.clock, execution.key_hash or ""
+        deadline: int | None = None  # set when waiting starts: most calls never wait
+        unseen = 0
+        while True:
+            lease_ms = self._lease_ms(context)
+            execution.lease_until_ms = now + lease_ms
+            execution.answer_by_ms = now + _answer_budget_ms(context, lease_ms)
+            won, held = self._claim(store, execution, payload_hash, now)
+            if won:
+                return _CLAIMED
+            if held is None:  # refused, then gone before we could read it: try again
+                unseen += 1
+                if unseen >= MAX_REFUSALS_UNSEEN:
+                    self._count("store_error", logging.ERROR, pk, step="claim", code=UNSEEN)
+                    raise StoreError(
+                        "DynamoDB refused the claim but the record holding the key could not "
+                        f"be read, {unseen} times",
+                        key_hash=pk,
+                        code=UNSEEN,
+                        retryable=True,
+                    )
+                now = clock.now_ms()
+                continue
+            self._check_payload(pk, held.payload_hash, payload_hash)
+            if held.status is Status.COMPLETED:
+                return self._replay(store, held)
+            # IN_PROGRESS, or a tombstone newer than our clock: its release is not yet past
+            if self.settings.on_in_progress == "raise":
+                raise self._in_progress(held, now, "another invocation is running with this key")
+            if deadline is None:
+                deadline = now + self._wait_budget_ms(context)
+            completed = self._wait(store, held, payload_hash, deadline)
+            if completed is not None:
+                return self._replay(store, completed)
+            now = clock.now_ms()  # the holder is gone or its lease lapsed: claim again
 
     def _identify(self, data: Any) -> tuple[str, str | None] | None:
         """The record's pk and the payload hash; None to run unprotected (no key, allowed)."""
@@ -186,13 +235,23 @@ class Idempotency:
                 now_ms=now,
                 lease_until_ms=lease_until,
                 expiration_s=self._expiration(now, lease_until),
+                skew_ms=self.settings.skew_ms,
             )
         except StoreError as exc:  # fail closed: the handler does not run unprotected
             self._count("store_error", logging.ERROR, pk, step="claim", code=exc.code)
+            if exc.maybe_applied:
+                # The claim may have landed with its answer lost: free the key on the way
+                # out (fenced on our token) rather than lock it for the whole lease.
+                self._release(store, execution, reason="claim failed")
             raise
-        if not won and other is not None and other.owner == execution.owner:
-            # botocore retried a claim whose first attempt landed but whose answer was lost:
-            # the record that "holds" the key is our own.
+        if (
+            not won
+            and other is not None
+            and other.owner == execution.owner
+            and other.status is Status.IN_PROGRESS
+        ):
+            # botocore retried a claim whose first attempt landed but whose answer was
+            # lost: the record that "holds" the key is our own.
             won, other = True, None
         if won:
             execution.claimed_at_ms = now
@@ -200,42 +259,92 @@ class Idempotency:
         return won, other
 
     def _in_progress(self, held: Record, now: int, message: str) -> InProgressError:
-        """Retry-After is when the holder's lease lapses: by then the key is sure to answer."""
-        retry_after = max(1, math.ceil(((held.lease_until or now) - now) / 1000))
+        """Retry-After is when the holder's lease lapses (on every clock within the skew
+        allowance): by then the key is sure to answer. For a tombstone, a second."""
+        lapses = held.lease_until or now
+        if held.status is Status.IN_PROGRESS:
+            lapses += self.settings.skew_ms
+        retry_after = max(1, math.ceil((lapses - now) / 1000))
         self._count("in_progress", logging.INFO, held.pk, retry_after=retry_after)
         return InProgressError(message, key_hash=held.pk, retry_after=retry_after)
 
     def _complete(
-        self, store: DynamoDBStore, execution: Execution, payload_hash: str | None, document: bytes
+        self,
+        store: DynamoDBStore,
+        execution: Execution,
+        payload_hash: str | None,
+        encoded: _encoding.Encoded,
     ) -> None:
+        """Store the result, retrying throttles, 5xx and lost answers with a backoff of our
+        own (botocore's retry quota is shared by the whole client and may be spent) until
+        the invocation must answer. The effect has happened: giving up leaves the key
+        IN_PROGRESS until its lease lapses, and then a retry runs it again."""
         pk, owner = execution.key_hash or "", execution.owner or ""
-        expiration = self._expiration(self.settings.clock.now_ms(), None)
-        try:
-            completed = store.complete(
-                pk,
-                owner=owner,
-                payload_hash=payload_hash,
-                result=_encoding.pack(document),
-                expiration_s=expiration,
-                claimed_at_ms=execution.claimed_at_ms,
-                writes=execution.writes,
-            )
-        except CompletionConflictError:
-            self._count("completion_conflict", logging.WARNING, pk)
-            self._release(store, execution, reason="enlisted write condition failed")
-            raise
-        except StoreError as exc:
-            self._count("completion_failed", logging.ERROR, pk, code=exc.code)
-            if not execution.writes:
-                # The effect happened; failing now would make the client retry it. The record
-                # stays IN_PROGRESS until its lease lapses, then the key may run again.
-                return
-            if not self._landed_after_all(store, execution):
-                raise  # neither the enlisted writes nor the result landed; the key is free
-            completed = True
-        except Exception as exc:  # e.g. ResultTooLargeError: never leave the key locked
-            self._release(store, execution, reason=type(exc).__name__)
-            raise
+        clock = self.settings.clock
+        completed_at = clock.now_ms()
+        expiration = self._expiration(completed_at, None)
+        blob = encoded.blob
+        delay = COMPLETION_FIRST_BACKOFF_SECONDS
+        maybe_landed = False
+        while True:
+            step = "chunks"
+            try:
+                if len(blob) > INLINE_RESULT_BYTES:  # once: then blob is the chunks' pointer
+                    blob = store.put_chunks(pk, owner=owner, result=blob, expiration_s=expiration)
+                step = "complete"
+                completed = store.complete(
+                    pk,
+                    owner=owner,
+                    payload_hash=payload_hash,
+                    result=blob,
+                    expiration_s=expiration,
+                    claimed_at_ms=execution.claimed_at_ms,
+                    completed_at_ms=completed_at,
+                    writes=execution.writes,
+                )
+                break
+            except CompletionConflictError:
+                if maybe_landed and self._completed_by(store, execution):
+                    completed = True  # our own earlier attempt landed; this repeat was refused
+                    break
+                self._count("completion_conflict", logging.WARNING, pk)
+                self._release(store, execution, reason="enlisted write condition failed")
+                raise
+            except StoreError as exc:
+                maybe_landed = maybe_landed or exc.maybe_applied
+                now = clock.now_ms()
+                answer_by = execution.answer_by_ms or now
+                if exc.retryable and now + delay * 1000 < answer_by:
+                    self._count("completion_retry", logging.WARNING, pk, step=step, code=exc.code)
+                    clock.sleep(delay * random.uniform(0.5, 1.0))
+                    delay = min(delay * 2, COMPLETION_MAX_BACKOFF_SECONDS)
+                    continue
+                self._count("completion_failed", logging.ERROR, pk, step=step, code=exc.code)
+                refused_result = not exc.retryable and (step == "chunks" or not execution.writes)
+                if refused_result and not blob.startswith(_encoding.NOT_STORED):
+                    # DynamoDB refuses this result (its size, a missing permission): complete
+                    # with a marker instead, so the effect never runs twice.
+                    encoded = self._refused(pk, exc)
+                    blob = encoded.blob
+                    continue
+                if not execution.writes:
+                    return  # the record stays IN_PROGRESS until its lease lapses
+                if not self._landed_after_all(store, execution):
+                    raise  # neither the enlisted writes nor the result landed; the key is free
+                completed = True
+                break
+        self._settle(execution, completed, encoded, expiration, payload_hash)
+
+    def _settle(
+        self,
+        execution: Execution,
+        completed: bool,
+        encoded: _encoding.Encoded,
+        expiration: int,
+        payload_hash: str | None,
+    ) -> None:
+        """After the completion: count it, and keep the result warm, or report a lost lease."""
+        pk = execution.key_hash or ""
         if not completed:
             self._count("lease_lost", logging.WARNING, pk)
             if execution.writes:
@@ -245,9 +354,27 @@ class Idempotency:
                     key_hash=pk,
                 )
             return
-        if self.cache is not None:
-            self.cache.put(pk, CachedResult(expiration, payload_hash, document))
-        self._count("executed", logging.INFO, pk)
+        if self.cache is not None and encoded.document is not None:
+            entry = CachedResult(expiration, payload_hash, encoded.document, encoded.typed)
+            self.cache.put(pk, entry)
+        self._count("executed", logging.DEBUG, pk)
+
+    def _refused(self, pk: str, exc: StoreError) -> _encoding.Encoded:
+        marker = _encoding.not_stored_marker("store_refused", exc.code or "error")
+        problem = f"store_refused: {exc.code}"
+        self._count("result_not_storable", logging.WARNING, pk, problem=problem)
+        return _encoding.Encoded(marker, None, False, problem)
+
+    def _completed_by(self, store: DynamoDBStore, execution: Execution) -> bool:
+        try:
+            record = store.get(execution.key_hash or "")
+        except StoreError:
+            return False
+        return (
+            record is not None
+            and record.owner == execution.owner
+            and record.status is Status.COMPLETED
+        )
 
     def _landed_after_all(self, store: DynamoDBStore, execution: Execution) -> bool:
         """A completion transaction that failed on our side may still have committed (a lost
@@ -255,14 +382,9 @@ class Idempotency:
         landed is never undone and re-run: if the release is refused, read what is there."""
         if self._release(store, execution, reason="completion failed"):
             return False
-        record = store.get(execution.key_hash or "")
-        landed = (
-            record is not None
-            and record.owner == execution.owner
-            and record.status is Status.COMPLETED
-        )
+        landed = self._completed_by(store, execution)
         if landed:
-            self._count("completion_confirmed", logging.WARNING, record.pk if record else None)
+            self._count("completion_confirmed", logging.WARNING, execution.key_hash)
         return landed
 
     def _release(self, store: DynamoDBStore, execution: Execution, *, reason: str) -> bool:
@@ -270,7 +392,7 @@ class Idempotency:
         delete any more (taken over, or completed after all) or the delete failed."""
         pk, owner = execution.key_hash or "", execution.owner or ""
         try:
-            released = store.release(pk, owner=owner)
+            released = store.release(pk, owner=owner, now_ms=self.settings.clock.now_ms())
         except StoreError as exc:
             # The record stays IN_PROGRESS until its lease lapses; the original outcome wins.
             self._count("release_failed", logging.ERROR, pk, reason=reason, code=exc.code)
@@ -280,13 +402,22 @@ class Idempotency:
 
     def _replay(self, store: DynamoDBStore, record: Record) -> Any:
         blob = store.load_result(record)
-        document = b"null" if blob is None else _encoding.unpack(blob)
+        if blob is not None and blob.startswith(_encoding.NOT_STORED):
+            self._count("replayed_not_stored", logging.WARNING, record.pk)
+            raise _encoding.not_stored_error(blob, record.pk)
+        try:
+            document, typed = (b"null", False) if blob is None else _encoding.unpack(blob)
+        except (ValueError, zlib.error) as exc:
+            self._count("store_error", logging.ERROR, record.pk, step="replay", code=CORRUPT)
+            raise StoreError(
+                "the stored result cannot be read", key_hash=record.pk, code=CORRUPT
+            ) from exc
         if self.cache is not None:
             self.cache.put(
-                record.pk, CachedResult(record.expiration, record.payload_hash, document)
+                record.pk, CachedResult(record.expiration, record.payload_hash, document, typed)
             )
-        self._count("replayed", logging.INFO, record.pk, source="store")
-        return self._replayed(self._decode(document))
+        self._count("replayed", logging.DEBUG, record.pk, source="store")
+        return self._replayed(self._decode(document, typed))
 
     def _wait(
         self, store: DynamoDBStore, held: Record, payload_hash: str | None, deadline_ms: int
@@ -295,7 +426,8 @@ class Idempotency:
         own time runs short (InProgressError)."""
         clock = self.settings.clock
         delay = WAIT_FIRST_POLL_SECONDS
-        self._count("waiting", logging.INFO, held.pk)
+        self._count("waiting", logging.DEBUG, held.pk)
+        skew = self.settings.skew_ms
         while True:
             now = clock.now_ms()
             if now >= deadline_ms:
@@ -308,12 +440,12 @@ class Idempotency:
             except StoreError as exc:
                 self._count("store_error", logging.ERROR, held.pk, step="wait", code=exc.code)
                 raise
-            if record is None or record.is_expired(now):
+            if record is None or record.is_expired(now, skew) or record.status is Status.RELEASED:
                 return None
             self._check_payload(held.pk, record.payload_hash, payload_hash)
             if record.status is Status.COMPLETED:
                 return record
-            if record.lease_lapsed(now):
+            if record.lease_lapsed(now, skew):
                 return None
             held = record
 
@@ -323,12 +455,12 @@ class Idempotency:
         if (
             replaced is not None
             and replaced.status is Status.IN_PROGRESS
-            and not replaced.is_expired(now_ms)
+            and not replaced.is_expired(now_ms, self.settings.skew_ms)
         ):
             lapsed_ms = now_ms - (replaced.lease_until or now_ms)
             self._count("taken_over", logging.WARNING, pk, lapsed_ms=lapsed_ms)
         else:
-            self._count("claimed", logging.INFO, pk)
+            self._count("claimed", logging.DEBUG, pk)
 
     def _run_unprotected(self, call: Callable[[], T]) -> T:
         execution = Execution(None, None, None)
@@ -373,8 +505,8 @@ class Idempotency:
             expiration = max(expiration, -(-lease_until_ms // 1000) + 1)
         return expiration
 
-    def _decode(self, document: bytes) -> Any:
-        return _encoding.rehydrate(json.loads(document), self._return_type())
+    def _decode(self, document: bytes, typed: bool) -> Any:
+        return _encoding.rehydrate(_encoding.loads(document, typed), self._return_type())
 
     def _replayed(self, result: Any) -> Any:
         on_replay = self.settings.on_replay
@@ -392,6 +524,21 @@ class Idempotency:
                 RuntimeWarning,
                 stacklevel=4,
             )
+
+
+def _disabled() -> bool:
+    return os.environ.get("IDEMPOTENCY_DISABLED", "").lower() in ("1", "true", "yes")
+
+
+def _answer_budget_ms(context: Any, lease_ms: int) -> int:
+    """How long from now completion may keep trying: the invocation's remaining time less a
+    margin to answer in. Outside Lambda (no context) nothing says when the caller gives up:
+    try for NO_CONTEXT_RETRY_SECONDS at most, within the lease."""
+    remaining = _remaining_ms(context)
+    budget = (
+        remaining if remaining is not None else min(lease_ms, int(NO_CONTEXT_RETRY_SECONDS * 1000))
+    )
+    return budget - min(ANSWER_MARGIN_MAX_MS, max(ANSWER_MARGIN_MIN_MS, budget // 10))
 
 
 def _remaining_ms(context: Any) -> int | None:

@@ -13,6 +13,9 @@ from typing import NamedTuple
 class Status(enum.Enum):
     IN_PROGRESS = "IN_PROGRESS"
     COMPLETED = "COMPLETED"
+    RELEASED = "RELEASED"
+    """A tombstone left by a release: the key is free for any other claim, but a delayed
+    copy of the released claim's own request can no longer lock it again."""
 
 
 class AttributeNames(NamedTuple):
@@ -26,10 +29,12 @@ class AttributeNames(NamedTuple):
     payload_hash: str = "payload_hash"
     result: str = "result"
     claimed_at: str = "claimed_at"
+    completed_at: str = "completed_at"
 
 
 class Record(NamedTuple):
-    """One key's state. `expiration` is epoch seconds, `lease_until` epoch milliseconds."""
+    """One key's state. `expiration` is epoch seconds, `lease_until` epoch milliseconds
+    (for a RELEASED tombstone: when it was released)."""
 
     pk: str
     status: Status
@@ -40,10 +45,14 @@ class Record(NamedTuple):
     result: bytes | None = None
     claimed_at: int | None = None
     """Epoch milliseconds of the claim that wrote the record; for operators (age, stuck)."""
+    completed_at: int | None = None
+    """Epoch milliseconds of the completion, for replay hooks and operators."""
 
-    def is_expired(self, now_ms: int) -> bool:
-        """DynamoDB deletes expired items days late, so an expired record counts as absent."""
-        return self.expiration < now_ms // 1000
+    def is_expired(self, now_ms: int, skew_ms: int = 0) -> bool:
+        """DynamoDB deletes expired items days late, so an expired record counts as absent;
+        only once it is expired even on a clock `skew_ms` behind ours."""
+        return self.expiration < (now_ms - skew_ms) // 1000
 
-    def lease_lapsed(self, now_ms: int) -> bool:
-        return self.lease_until is not None and self.lease_until < now_ms
+    def lease_lapsed(self, now_ms: int, skew_ms: int = 0) -> bool:
+        """The holder's lease ended even on a clock `skew_ms` behind ours."""
+        return self.lease_until is not None and self.lease_until < now_ms - skew_ms

@@ -43,6 +43,8 @@ def main() -> None:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s"
     )
+    # Routine outcomes (executed, replayed) log at DEBUG; a local invoke shows every one.
+    logging.getLogger("lambda_idempotency").setLevel(logging.DEBUG)
     context = LocalContext(spec["function_name"], spec["memory_mb"], spec["timeout_ms"])
     module_name, _, function_name = spec["handler"].rpartition(".")
     outcome: dict[str, Any]

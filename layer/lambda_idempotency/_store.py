@@ -9,6 +9,11 @@ Timeline of one key, and what each condition closes:
     B:        claim ✘ (ALL_OLD: IN_PROGRESS) → InProgressError / wait
     A: claim ── run ─ ─ ─ ─ (lease lapses) ─ ─ ─ ─ ─ complete(owner = A) ✘ fenced
     C:                          claim ✔ (lease lapsed) ── run ── complete(owner = C) ✔
+    D: claim ── run ✘ ── release (tombstone, owner = D)
+    D':   (a delayed copy of D's claim lands)  claim ✘ (the record is D's own)
+
+Times in conditions come from the callers' clocks, which may differ by `skew_ms`: a lease
+counts as lapsed, and a record as expired, only once it is so on a clock that far behind.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ._encoding import CHUNKED
-from ._errors import CompletionConflictError, ConfigurationError, ResultTooLargeError, StoreError
+from ._errors import CompletionConflictError, ConfigurationError, StoreError
 from ._record import AttributeNames, Record, Status
 
 if TYPE_CHECKING:
@@ -32,35 +37,73 @@ if TYPE_CHECKING:
 # -- Condition fragments. Expired items linger for days, so "expired" counts as "absent".
 KEY_ABSENT = "attribute_not_exists(#pk)"
 """No record: nobody has claimed the key yet."""
-RECORD_EXPIRED = "#expiration < :now_s"
-"""A record past its TTL that DynamoDB has not deleted yet: the key is free again."""
-LEASE_LAPSED = "(#status = :in_progress AND #lease_until < :now_ms)"
-"""An owner that crashed or timed out: its invocation cannot still be running."""
-CLAIMABLE = f"{KEY_ABSENT} OR {RECORD_EXPIRED} OR {LEASE_LAPSED}"
+NOT_MINE = "(attribute_not_exists(#owner) OR #owner <> :owner)"
+"""A claim never replaces a record its own owner token wrote: a delayed copy of a claim
+request cannot re-lock a key its owner released, completed or saw expire."""
+RECORD_EXPIRED = "#expiration < :expired_before_s"
+"""A record past its TTL (on a clock `skew` behind ours too) that DynamoDB has not deleted
+yet: the key is free again."""
+LEASE_LAPSED = "(#status = :in_progress AND #lease_until < :lapsed_before_ms)"
+"""An owner that crashed or timed out: its invocation cannot still be running, even on a
+clock `skew` behind ours."""
+RELEASED = "(#status = :released AND #lease_until <= :now_ms)"
+"""A tombstone: free for any other claim made after the release (so not for a copy of a
+claim that was signed before it, from another owner that released since)."""
+CLAIMABLE = f"{KEY_ABSENT} OR ({NOT_MINE} AND ({RECORD_EXPIRED} OR {LEASE_LAPSED} OR {RELEASED}))"
 OWNED_BY_ME = "#owner = :owner"
 """The fence: only the claim that still holds the key may complete or release it."""
 STILL_IN_PROGRESS = "#status = :in_progress"
 """Release never deletes a completed record, even our own: a completion whose answer was
 lost may have landed, and deleting it would run the handler and its writes again."""
 
+TOMBSTONE_SECONDS = 900
+"""How long a release's tombstone fences delayed copies of the released claim: DynamoDB
+refuses a request signed more than 5 minutes ago, so 15 minutes is ample."""
 INLINE_RESULT_BYTES = 350_000
-"""Larger results are split into chunk items: an item may hold at most 400 KB."""
+"""Larger results go to chunk items of their own: an item may hold at most 400 KB."""
 CHUNK_BYTES = 350_000
-MAX_TRANSACTION_BYTES = 3_800_000
-"""TransactWriteItems carries at most 4 MB; keep room for the record and enlisted writes."""
+BATCH_WRITE_ITEMS = 25
+"""BatchWriteItem takes at most 25 items a request."""
 MAX_TRANSACTION_ITEMS = 100
 UNPROCESSED_ATTEMPTS = 6
-"""BatchGetItem returns throttled keys as UnprocessedKeys; ask again this often, backing off."""
+"""Batch calls return throttled keys as Unprocessed*; ask again this often, backing off."""
 
 RUNTIME_IAM_ACTIONS = frozenset(
-    {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:BatchGetItem"}
+    {
+        "dynamodb:PutItem",
+        "dynamodb:GetItem",
+        "dynamodb:BatchGetItem",
+        "dynamodb:BatchWriteItem",
+    }
 )
 """What a decorated function needs on the idempotency table, no more. TransactWriteItems is
-authorised per item: our items in it are PutItems (record and chunks). Enlisted business
-writes need their own actions on their own tables. Scan is for operators only."""
+authorised per item: our item in it is a PutItem. A release is a PutItem too (a tombstone),
+and BatchWriteItem writes the chunks of large results. Enlisted business writes need their
+own actions on their own tables. Scan and DeleteItem are for operators only."""
 
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 _TRANSACTION_CANCELED = "TransactionCanceledException"
+RETRYABLE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "InternalServerError",
+        "ServiceUnavailable",
+        "TransactionConflictException",
+        "TransactionInProgressException",
+    }
+)
+"""Error codes after which the same request may succeed: throttling and DynamoDB's 5xx."""
+RETRYABLE_CANCELLATIONS = frozenset(
+    {
+        "ThrottlingError",
+        "ProvisionedThroughputExceeded",
+        "TransactionConflict",
+        "RequestLimitExceeded",
+    }
+)
+"""Cancellation reasons of a transaction that may succeed when sent again."""
 
 
 def _default_client(endpoint_url: str | None, region_name: str | None) -> DynamoDBClient:
@@ -70,10 +113,12 @@ def _default_client(endpoint_url: str | None, region_name: str | None) -> Dynamo
     # Our requests are built by code, not typed by people: botocore's client-side parameter
     # validation would only cost CPU on every call (about 35 µs a request). DynamoDB still
     # validates, so a malformed enlisted write fails as a ValidationException.
+    # total_max_attempts counts the first attempt too (botocore reads "max_attempts" in a
+    # Config as retries: 3 there means 4 attempts).
     config = Config(
         connect_timeout=2,
         read_timeout=10,
-        retries={"mode": "standard", "max_attempts": 3},
+        retries={"mode": "standard", "total_max_attempts": 3},
         parameter_validation=False,
     )
     return boto3.client(
@@ -128,11 +173,13 @@ class DynamoDBStore:
         now_ms: int,
         lease_until_ms: int,
         expiration_s: int,
+        skew_ms: int = 0,
     ) -> tuple[bool, Record | None]:
         """Write a new IN_PROGRESS record if the key is free.
 
-        Returns (True, the expired or lapsed record we replaced, if any) when we own the key,
-        else (False, the record that holds it), straight from the failed write: no second read.
+        Returns (True, the record we replaced, if any) when we own the key, else (False, the
+        record that holds it), straight from the failed write: no second read. A record is
+        free once expired or lapsed on a clock `skew_ms` behind `now_ms`.
         """
         names = self.names
         item: dict[str, Any] = {
@@ -157,11 +204,15 @@ class DynamoDBStore:
                 "#status": names.status,
                 "#expiration": names.expiration,
                 "#lease_until": names.lease_until,
+                "#owner": names.owner,
             },
             ExpressionAttributeValues={
-                ":now_s": {"N": str(now_ms // 1000)},
+                ":owner": {"S": owner},
+                ":expired_before_s": {"N": str((now_ms - skew_ms) // 1000)},
+                ":lapsed_before_ms": {"N": str(now_ms - skew_ms)},
                 ":now_ms": {"N": str(now_ms)},
                 ":in_progress": {"S": Status.IN_PROGRESS.value},
+                ":released": {"S": Status.RELEASED.value},
             },
             ReturnValues="ALL_OLD",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -183,22 +234,28 @@ class DynamoDBStore:
         result: bytes,
         expiration_s: int,
         claimed_at_ms: int | None = None,
+        completed_at_ms: int | None = None,
         writes: Sequence[Mapping[str, Any]] = (),
     ) -> bool:
-        """Store the result, fenced on `owner`. Returns False when another claim took the key
-        over (our lease lapsed); nothing was written then, enlisted writes included."""
+        """Store the result (at most INLINE_RESULT_BYTES: larger ones go through
+        `put_chunks` first), fenced on `owner`. Returns False when another claim took the
+        key over (our lease lapsed); nothing was written then, enlisted writes included.
+
+        Sending the same completion again is safe: the fence still holds for a record we
+        completed, and a transaction carries our owner token as its ClientRequestToken, so
+        DynamoDB answers a repeat of one that landed without applying it twice."""
         names = self.names
-        chunks = self._chunk_items(pk, owner, result, expiration_s)
-        stored = result if not chunks else self._chunk_pointer(owner, result, len(chunks))
         item: dict[str, Any] = {
             names.pk: {"S": pk},
             names.status: {"S": Status.COMPLETED.value},
             names.expiration: {"N": str(expiration_s)},
             names.owner: {"S": owner},
-            names.result: {"B": stored},
+            names.result: {"B": result},
         }
         if claimed_at_ms is not None:
             item[names.claimed_at] = {"N": str(claimed_at_ms)}
+        if completed_at_ms is not None:
+            item[names.completed_at] = {"N": str(completed_at_ms)}
         if payload_hash is not None:
             item[names.payload_hash] = {"S": payload_hash}
         put = {
@@ -208,28 +265,57 @@ class DynamoDBStore:
             "ExpressionAttributeNames": {"#owner": names.owner},
             "ExpressionAttributeValues": {":owner": {"S": owner}},
         }
-        if not chunks and not writes:
+        if not writes:
             _, refused = self._send("put_item", pk, {_CONDITION_FAILED}, **put)
             return refused is None
-        return self._transact(pk, [{"Put": put}, *chunks, *writes])
+        return self._transact(pk, [{"Put": put}, *writes], token=owner)
 
-    def release(self, pk: str, *, owner: str) -> bool:
-        """Delete our IN_PROGRESS claim so a retry runs again. False when it is no longer
-        ours, or is no longer in progress."""
+    def release(self, pk: str, *, owner: str, now_ms: int) -> bool:
+        """Replace our IN_PROGRESS claim with a tombstone so a retry runs again, while a
+        delayed copy of our claim request cannot lock the key again. False when the record
+        is no longer ours, or is no longer in progress."""
+        names = self.names
         _, refused = self._send(
-            "delete_item",
+            "put_item",
             pk,
             {_CONDITION_FAILED},
             TableName=self.table_name,
-            Key={self.names.pk: {"S": pk}},
+            Item={
+                names.pk: {"S": pk},
+                names.status: {"S": Status.RELEASED.value},
+                names.owner: {"S": owner},
+                names.lease_until: {"N": str(now_ms)},
+                names.expiration: {"N": str(now_ms // 1000 + TOMBSTONE_SECONDS)},
+            },
             ConditionExpression=f"{OWNED_BY_ME} AND {STILL_IN_PROGRESS}",
-            ExpressionAttributeNames={"#owner": self.names.owner, "#status": self.names.status},
+            ExpressionAttributeNames={"#owner": names.owner, "#status": names.status},
             ExpressionAttributeValues={
                 ":owner": {"S": owner},
                 ":in_progress": {"S": Status.IN_PROGRESS.value},
             },
         )
         return refused is None
+
+    def put_chunks(self, pk: str, *, owner: str, result: bytes, expiration_s: int) -> bytes:
+        """Write a large result as immutable chunk items keyed by our owner token, before
+        the completion names them, and return the pointer the record stores instead. A
+        completion that is fenced out leaves them to expire; no other run ever reads them."""
+        names = self.names
+        count = 0
+        for first in range(0, len(result), CHUNK_BYTES * BATCH_WRITE_ITEMS):
+            requests = []
+            for start in range(
+                first, min(len(result), first + CHUNK_BYTES * BATCH_WRITE_ITEMS), CHUNK_BYTES
+            ):
+                item = {
+                    names.pk: {"S": _chunk_pk(pk, owner, count)},
+                    names.expiration: {"N": str(expiration_s)},
+                    names.result: {"B": result[start : start + CHUNK_BYTES]},
+                }
+                requests.append({"PutRequest": {"Item": item}})
+                count += 1
+            self._batch_write(pk, requests)
+        return self._chunk_pointer(owner, result, count)
 
     def commit_writes(self, writes: Sequence[Mapping[str, Any]]) -> None:
         """Commit enlisted writes on their own, for calls that run without a record."""
@@ -306,16 +392,13 @@ class DynamoDBStore:
             {self.names.pk: {"S": _chunk_pk(record.pk, pointer["owner"], i)}}
             for i in range(pointer["count"])
         ]
-        parts: dict[str, bytes] = {}
-        request: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
-        for attempt in range(UNPROCESSED_ATTEMPTS):
-            response, _ = self._send("batch_get_item", record.pk, set(), RequestItems=request)
-            for item in response.get("Responses", {}).get(self.table_name, []):
-                parts[item[self.names.pk]["S"]] = item[self.names.result]["B"]
-            request = response.get("UnprocessedKeys") or {}
-            if not request:
-                break
-            time.sleep(min(0.05 * 2**attempt, 1.0))  # throttled: back off before asking again
+        # Chunks are immutable and written before the record names them: an eventually
+        # consistent read either finds one whole or misses it, and only misses pay for a
+        # strongly consistent read.
+        parts = self._batch_get(record.pk, keys, consistent=False)
+        missing = [key for key in keys if key[self.names.pk]["S"] not in parts]
+        if missing:
+            parts.update(self._batch_get(record.pk, missing, consistent=True))
         joined = b"".join(parts.get(key[self.names.pk]["S"], b"") for key in keys)
         if hashlib.sha256(joined).hexdigest() != pointer["sha256"]:
             raise StoreError(
@@ -325,31 +408,36 @@ class DynamoDBStore:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _chunk_items(
-        self, pk: str, owner: str, result: bytes, expiration_s: int
-    ) -> list[dict[str, Any]]:
-        if len(result) <= INLINE_RESULT_BYTES:
-            return []
-        if len(result) > MAX_TRANSACTION_BYTES:
-            raise ResultTooLargeError(
-                f"the stored result is {len(result)} bytes; at most {MAX_TRANSACTION_BYTES} fit in "
-                "one DynamoDB transaction",
-                key_hash=pk,
-            )
+    def _batch_get(
+        self, pk: str, keys: list[dict[str, Any]], *, consistent: bool
+    ) -> dict[str, bytes]:
         names = self.names
-        return [
-            {
-                "Put": {
-                    "TableName": self.table_name,
-                    "Item": {
-                        names.pk: {"S": _chunk_pk(pk, owner, index)},
-                        names.expiration: {"N": str(expiration_s)},
-                        names.result: {"B": result[start : start + CHUNK_BYTES]},
-                    },
-                }
-            }
-            for index, start in enumerate(range(0, len(result), CHUNK_BYTES))
-        ]
+        parts: dict[str, bytes] = {}
+        request: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": consistent}}
+        for attempt in range(UNPROCESSED_ATTEMPTS):
+            response, _ = self._send("batch_get_item", pk, set(), RequestItems=request)
+            for item in response.get("Responses", {}).get(self.table_name, []):
+                parts[item[names.pk]["S"]] = item[names.result]["B"]
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            time.sleep(min(0.05 * 2**attempt, 1.0))  # throttled: back off before asking again
+        return parts
+
+    def _batch_write(self, pk: str, requests: list[dict[str, Any]]) -> None:
+        pending: dict[str, Any] = {self.table_name: requests}
+        for attempt in range(UNPROCESSED_ATTEMPTS):
+            response, _ = self._send("batch_write_item", pk, set(), RequestItems=pending)
+            pending = response.get("UnprocessedItems") or {}
+            if not pending:
+                return
+            time.sleep(min(0.05 * 2**attempt, 1.0))  # throttled: back off before asking again
+        raise StoreError(
+            "DynamoDB left chunks of the result unwritten (throttled)",
+            key_hash=pk,
+            code="UnprocessedItems",
+            retryable=True,
+        )
 
     @staticmethod
     def _chunk_pointer(owner: str, result: bytes, count: int) -> bytes:
@@ -361,14 +449,18 @@ class DynamoDBStore:
         }
         return CHUNKED + json.dumps(pointer).encode()
 
-    def _transact(self, pk: str | None, items: list[Mapping[str, Any]]) -> bool:
+    def _transact(
+        self, pk: str | None, items: list[Mapping[str, Any]], token: str | None = None
+    ) -> bool:
         if len(items) > MAX_TRANSACTION_ITEMS:
-            raise ResultTooLargeError(
-                f"{len(items)} writes in one transaction; DynamoDB allows {MAX_TRANSACTION_ITEMS}",
-                key_hash=pk,
+            raise ConfigurationError(
+                f"{len(items)} writes in one transaction; DynamoDB allows {MAX_TRANSACTION_ITEMS}"
             )
+        request: dict[str, Any] = {"TransactItems": items}
+        if token is not None:
+            request["ClientRequestToken"] = token
         response, refused = self._send(
-            "transact_write_items", pk, {_TRANSACTION_CANCELED}, TransactItems=items
+            "transact_write_items", pk, {_TRANSACTION_CANCELED}, **request
         )
         if refused is None:
             return True
@@ -386,6 +478,7 @@ class DynamoDBStore:
             f"the completion transaction was cancelled: {', '.join(codes)}",
             key_hash=pk,
             code=_TRANSACTION_CANCELED,
+            retryable=bool(set(codes) & RETRYABLE_CANCELLATIONS),
         )
 
     def _send(
@@ -399,12 +492,22 @@ class DynamoDBStore:
             code = exc.response.get("Error", {}).get("Code", "Unknown")
             if code in expected:
                 return dict(exc.response), code
+            metadata = exc.response.get("ResponseMetadata", {})
+            server_error = int(metadata.get("HTTPStatusCode", 0)) >= 500
             raise StoreError(
-                f"DynamoDB {operation} failed: {code}", key_hash=pk, code=code
+                f"DynamoDB {operation} failed: {code}",
+                key_hash=pk,
+                code=code,
+                retryable=server_error or code in RETRYABLE_CODES,
+                # An earlier attempt that botocore retried may have landed, and so may a 5xx.
+                maybe_applied=server_error or int(metadata.get("RetryAttempts", 0)) > 0,
             ) from exc
         except BotoCoreError as exc:
             raise StoreError(
-                f"DynamoDB {operation} failed: {type(exc).__name__}", key_hash=pk
+                f"DynamoDB {operation} failed: {type(exc).__name__}",
+                key_hash=pk,
+                retryable=True,
+                maybe_applied=True,  # a read timeout or a dropped connection: it may have landed
             ) from exc
         except (TypeError, ValueError, AttributeError, KeyError) as exc:
             # botocore could not serialize the request: without client-side validation a
@@ -418,20 +521,33 @@ class DynamoDBStore:
 
     def _record(self, item: Mapping[str, Any]) -> Record:
         names = self.names
+        pk = item[names.pk]["S"]
+        try:
+            status = Status(item[names.status]["S"])
+        except (KeyError, ValueError) as exc:
+            # Another library's record, or a hand-made one: never guess what it means.
+            shown = str(item.get(names.status, {}).get("S", "none"))[:40]
+            raise StoreError(
+                f"the record has a status this library does not write: {shown!r}",
+                key_hash=pk,
+                code="UnknownRecordStatus",
+            ) from exc
         lease = item.get(names.lease_until)
         owner = item.get(names.owner)
         payload = item.get(names.payload_hash)
         result = item.get(names.result)
         claimed_at = item.get(names.claimed_at)
+        completed_at = item.get(names.completed_at)
         return Record(
-            pk=item[names.pk]["S"],
-            status=Status(item[names.status]["S"]),
+            pk=pk,
+            status=status,
             expiration=int(item[names.expiration]["N"]),
             lease_until=None if lease is None else int(lease["N"]),
             owner=None if owner is None else owner["S"],
             payload_hash=None if payload is None else payload["S"],
             result=None if result is None else bytes(result["B"]),
             claimed_at=None if claimed_at is None else int(claimed_at["N"]),
+            completed_at=None if completed_at is None else int(completed_at["N"]),
         )
 
 

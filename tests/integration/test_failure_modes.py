@@ -3,7 +3,6 @@ twice, nothing stays locked, nothing is undone that landed."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
@@ -11,14 +10,12 @@ import pytest
 from lambda_idempotency import (
     ConfigurationError,
     DynamoDBStore,
-    ResultTooLargeError,
     Status,
     StoreError,
-    _store,
     current_execution,
     idempotent,
 )
-from tests.conftest import create_table
+from tests.conftest import FakeClock, FakeContext, create_table
 
 
 def server_error(operation: str) -> Exception:
@@ -77,6 +74,11 @@ def scan(store: DynamoDBStore) -> list[dict[str, Any]]:
     return store.client.scan(TableName=store.table_name)["Items"]  # type: ignore[no-any-return]
 
 
+def held(store: DynamoDBStore) -> list[dict[str, Any]]:
+    """Records that hold a key: a release leaves only a tombstone, which holds nothing."""
+    return [item for item in scan(store) if item["status"]["S"] != "RELEASED"]
+
+
 def ledger_handler(store: DynamoDBStore, client: Any, ledger: str, runs: list[int]) -> Any:
     @idempotent(store=DynamoDBStore(store.table_name, client=client), key="id", cache_size=0)
     def handler(event: dict[str, Any], context: Any) -> str:
@@ -115,7 +117,7 @@ def test_completion_that_landed_without_an_answer_is_not_undone(store: DynamoDBS
 
     assert runs == [1]
     assert balance(store, ledger) == 70
-    assert handler.idempotency.stats["completion_confirmed"] == 1
+    assert handler.idempotency.stats["completion_retry"] == 1  # sent again, applied once
 
 
 class FailsBeforeSending:
@@ -138,30 +140,60 @@ class FailsBeforeSending:
         return fail
 
 
-def test_completion_that_did_not_land_frees_the_key(store: DynamoDBStore) -> None:
+def test_completion_refused_once_is_sent_again_and_lands_once(store: DynamoDBStore) -> None:
     ledger = create_table(store.client, f"{store.table_name}-ledger", key="id")
     store.client.put_item(TableName=ledger, Item={"id": {"S": "balance"}, "amount": {"N": "100"}})
     runs: list[int] = []
     handler = ledger_handler(store, FailsBeforeSending(store.client), ledger, runs)
 
-    with pytest.raises(StoreError):
-        handler({"id": "o-1"}, None)
-    assert scan(store) == []  # released: neither the debit nor the record landed
     assert handler({"id": "o-1"}, None) == "debited"
-    assert runs == [1, 1]
+    assert handler({"id": "o-1"}, None) == "debited"
+    assert runs == [1]
     assert balance(store, ledger) == 70
+    assert handler.idempotency.stats["completion_retry"] == 1
 
 
-def test_result_too_large_releases_the_key(store: DynamoDBStore, monkeypatch: Any) -> None:
-    monkeypatch.setattr(_store, "MAX_TRANSACTION_BYTES", 400_000)
+class AlwaysFailsBeforeSending(FailsBeforeSending):
+    def __getattr__(self, name: str) -> Any:
+        self.failed = False
+        return super().__getattr__(name)
 
-    @idempotent(store=store, key="id")
-    def handler(event: dict[str, Any], context: Any) -> dict[str, str]:
-        return {"blob": os.urandom(400_000).hex()}  # 800 KB of hex: ~440 KB compressed
 
-    with pytest.raises(ResultTooLargeError):
-        handler({"id": 1}, None)
-    assert scan(store) == []
+def test_completion_that_never_lands_frees_the_key_before_the_invocation_ends(
+    store: DynamoDBStore, clock: FakeClock
+) -> None:
+    """DynamoDB refuses every completion transaction until the invocation must answer:
+    neither the debit nor the record landed, so the key is released and the error raised."""
+    ledger = create_table(store.client, f"{store.table_name}-ledger", key="id")
+    store.client.put_item(TableName=ledger, Item={"id": {"S": "balance"}, "amount": {"N": "100"}})
+    runs: list[int] = []
+    client = AlwaysFailsBeforeSending(store.client)
+
+    @idempotent(
+        store=DynamoDBStore(store.table_name, client=client),  # type: ignore[arg-type]
+        key="id",
+        cache_size=0,
+        clock=clock,
+    )
+    def handler(event: dict[str, Any], context: Any) -> str:
+        runs.append(1)
+        current_execution().add_write(
+            {
+                "Update": {
+                    "TableName": ledger,
+                    "Key": {"id": {"S": "balance"}},
+                    "UpdateExpression": "ADD amount :debit",
+                    "ExpressionAttributeValues": {":debit": {"N": "-30"}},
+                }
+            }
+        )
+        return "debited"
+
+    with pytest.raises(StoreError):
+        handler({"id": "o-1"}, FakeContext(3000, clock=clock))
+    assert held(store) == []  # released: neither the debit nor the record landed
+    assert handler.idempotency.stats["completion_retry"] >= 3
+    assert balance(store, ledger) == 100
 
 
 def test_malformed_enlisted_write_is_refused_when_enlisted(store: DynamoDBStore) -> None:
@@ -172,7 +204,7 @@ def test_malformed_enlisted_write_is_refused_when_enlisted(store: DynamoDBStore)
 
     with pytest.raises(ConfigurationError, match="low-level"):
         handler({"id": 1}, None)
-    assert scan(store) == []
+    assert held(store) == []
 
 
 def test_write_botocore_cannot_serialize_is_a_store_error_and_releases(
@@ -190,4 +222,4 @@ def test_write_botocore_cannot_serialize_is_a_store_error_and_releases(
     with pytest.raises(StoreError) as caught:
         handler({"id": 1}, None)
     assert caught.value.code == "InvalidRequest"
-    assert scan(store) == []
+    assert held(store) == []

@@ -24,12 +24,17 @@ from lambda_idempotency import (
     idempotent,
     idempotent_function,
 )
-from tests.conftest import FakeClock, RoundTrips
+from tests.conftest import FakeClock, FakeContext, RoundTrips
 from tests.unit.models import Payment
 
 
 def items(store: DynamoDBStore) -> list[dict[str, Any]]:
     return store.client.scan(TableName=store.table_name)["Items"]  # type: ignore[no-any-return]
+
+
+def live_items(store: DynamoDBStore) -> list[dict[str, Any]]:
+    """Items that hold a key: a release leaves only a tombstone, which holds nothing."""
+    return [item for item in items(store) if item["status"]["S"] != "RELEASED"]
 
 
 # -- keys, payloads, scopes --------------------------------------------------------------
@@ -176,17 +181,26 @@ def test_falsy_results_replay_as_themselves(moto_store: DynamoDBStore, value: An
     assert runs == [1]
 
 
-def test_unserializable_result_names_its_type_and_releases(moto_store: DynamoDBStore) -> None:
+def test_unserializable_result_completes_the_key_and_retries_get_its_type(
+    moto_store: DynamoDBStore,
+) -> None:
+    """The handler ran: releasing the key would run its effect again on the retry."""
+
     class Opaque:
         pass
 
+    runs: list[int] = []
+
     @idempotent(store=moto_store, key="id")
     def handler(event: dict[str, Any], context: Any) -> Any:
+        runs.append(1)
         return {"thing": Opaque()}
 
+    assert isinstance(handler({"id": 1}, None)["thing"], Opaque)
     with pytest.raises(ResultNotSerializableError, match="Opaque"):
         handler({"id": 1}, None)
-    assert items(moto_store) == []
+    assert runs == [1]
+    assert [item["status"]["S"] for item in items(moto_store)] == ["COMPLETED"]
 
 
 def test_100kb_json_result_is_stored_in_at_most_25kb(moto_store: DynamoDBStore) -> None:
@@ -215,7 +229,7 @@ def test_store_result_policy_releases_unstored_results(moto_store: DynamoDBStore
         return {"status": 503 if len(runs) == 1 else 200}
 
     assert handler({"id": 1}, None) == {"status": 503}
-    assert items(moto_store) == []
+    assert live_items(moto_store) == []
     assert handler({"id": 1}, None) == {"status": 200}
     assert handler({"id": 1}, None) == {"status": 200}
     assert runs == [1, 1]
@@ -257,7 +271,7 @@ def test_warm_cache_respects_expiration(moto_store: DynamoDBStore) -> None:
     trips.take()
     assert handler({"id": 1}, None) == 1
     assert trips.take() == []
-    clock.advance(11)
+    clock.advance(13)  # past the TTL and the 2 s clock-skew allowance
     assert handler({"id": 1}, None) == 2  # expired in memory and in the table: runs again
 
 
@@ -328,20 +342,25 @@ def test_store_failure_at_claim_fails_closed(moto_store: DynamoDBStore) -> None:
 
 
 def test_store_failure_at_completion_still_returns_the_result(
-    moto_store: DynamoDBStore, caplog: Any
+    moto_store: DynamoDBStore, caplog: Any, clock: FakeClock
 ) -> None:
+    """DynamoDB throttles every completion: it is tried again with backoff until the
+    invocation must answer, then the caller still gets the result it caused."""
     flaky = DynamoDBStore(
         moto_store.table_name,
         client=FailingClient(moto_store.client, {"put_item"}, after=1),  # type: ignore[arg-type]
     )
 
-    @idempotent(store=flaky, key="id")
+    @idempotent(store=flaky, key="id", clock=clock)
     def handler(event: dict[str, Any], context: Any) -> str:
         return "charged"
 
+    started = clock.now_ms()
     with caplog.at_level(logging.ERROR, logger="lambda_idempotency"):
-        assert handler({"id": 1}, None) == "charged"
+        assert handler({"id": 1}, FakeContext(3000, clock=clock)) == "charged"
     assert handler.idempotency.stats["completion_failed"] == 1
+    assert handler.idempotency.stats["completion_retry"] >= 3
+    assert 2000 <= clock.now_ms() - started <= 3000  # kept trying, and left time to answer
     assert "completion_failed" in caplog.text
 
 
@@ -402,7 +421,7 @@ def test_add_write_rejects_malformed_items(moto_store: DynamoDBStore) -> None:
 
     with pytest.raises(ConfigurationError, match="Insert"):
         handler({"id": 1}, None)
-    assert items(moto_store) == []  # released
+    assert live_items(moto_store) == []  # released
 
 
 # -- idempotent_function ------------------------------------------------------------------
