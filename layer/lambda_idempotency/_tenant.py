@@ -43,11 +43,10 @@ def authorizer_principal(event: Any) -> Principal | None:
         _cognito_identity(identity, iam),
         _iam(identity, iam),
         _client_certificate(context, identity),
+        ("api-key", identity["apiKeyId"]) if _present(identity.get("apiKeyId")) else None,
     ):
         if found is not None:
             return found
-    if _present(identity.get("apiKeyId")):
-        return ("api-key", identity["apiKeyId"])
     return None
 
 
