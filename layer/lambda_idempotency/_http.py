@@ -30,6 +30,8 @@ from ._errors import (
 from ._keys import Selector
 from ._log import emit
 from ._protocol import Idempotency
+from ._tenant import authorizer_principal  # noqa: F401 (its former home; still importable)
+from ._tenant import principal_or_anonymous as _principal_or_anonymous
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -271,51 +273,6 @@ def _bad_char(char: str) -> str:
     if ord(char) > 0x7F:
         return f"contains a non-ASCII character (U+{ord(char):04X})"
     return f"contains a control character (U+{ord(char):04X})"
-
-
-# -- the scope --------------------------------------------------------------------------
-
-
-def authorizer_principal(event: Any) -> str | None:
-    """Who the authorizer says is calling, so one tenant's key never replays another's
-    response. None (anonymous: one shared scope) when no authorizer vouched for anyone.
-
-    In order: a JWT's issuer and `sub` (HTTP API JWT and REST Cognito authorizers), a
-    Lambda authorizer's `principalId` (REST; in the returned context for HTTP APIs), an
-    IAM caller's `userArn`, an API key's id. Headers are never read: clients can forge them.
-    """
-    context = _mapping(_mapping(event).get("requestContext"))
-    authorizer = _mapping(context.get("authorizer"))
-    identity = _mapping(context.get("identity"))
-    claims = _mapping(_mapping(authorizer.get("jwt")).get("claims")) or _mapping(
-        authorizer.get("claims")
-    )
-    if _present(claims.get("sub")):
-        return f"jwt:{claims.get('iss') or ''} {claims['sub']}"
-    for principal_id in (
-        authorizer.get("principalId"),
-        _mapping(authorizer.get("lambda")).get("principalId"),
-    ):
-        if _present(principal_id):
-            return f"principal:{principal_id}"
-    for user_arn in (identity.get("userArn"), _mapping(authorizer.get("iam")).get("userArn")):
-        if _present(user_arn):
-            return f"iam:{user_arn}"
-    if _present(identity.get("apiKeyId")):
-        return f"api-key:{identity['apiKeyId']}"
-    return None
-
-
-ANONYMOUS = "anonymous"
-"""The one scope that requests no authorizer vouched for share."""
-
-
-def _principal_or_anonymous(event: Any) -> str:
-    return authorizer_principal(event) or ANONYMOUS
-
-
-def _present(value: Any) -> bool:
-    return value is not None and str(value) != ""
 
 
 # -- responses --------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The HTTP front end's pure parts: the key header, the event shapes, the fingerprint, the
-principal, the response shapes, and the decorator's configuration checks."""
+response shapes, and the decorator's configuration checks. The scope: test_tenant.py."""
 
 from __future__ import annotations
 
@@ -12,12 +12,11 @@ from lambda_idempotency._http import (
     HttpRequest,
     InvalidKeyError,
     Shape,
-    authorizer_principal,
     mark_replayed,
     parse_key,
     status_of,
 )
-from tests.http_events import SHAPES, http_event, jwt
+from tests.http_events import SHAPES, http_event
 
 # -- the key header -----------------------------------------------------------------------
 
@@ -174,69 +173,6 @@ def test_every_shape_fingerprints_the_same_request_alike(shape: str) -> None:
     assert fingerprint(shape, headers=headers, body='{"a": 1}', base64_body=True) == fingerprint(
         "http-api", headers=headers, body='{"a":1}'
     )
-
-
-# -- the principal ------------------------------------------------------------------------
-
-
-def context_of(shape: str, authorizer: dict[str, Any] | None = None, **fields: Any) -> Any:
-    event = http_event(shape, authorizer=authorizer)
-    event["requestContext"].update(fields)
-    return event
-
-
-@pytest.mark.parametrize(
-    ("event", "principal"),
-    [
-        (
-            context_of("http-api", jwt("user-1")),
-            "jwt:https://cognito-idp.us-east-1.amazonaws.com/us-east-1_Example user-1",
-        ),
-        (context_of("rest-api", {"claims": {"sub": "user-2"}}), "jwt: user-2"),
-        (
-            context_of("rest-api", {"principalId": "tenant-3", "integrationLatency": 9}),
-            "principal:tenant-3",
-        ),
-        (
-            context_of("http-api", {"lambda": {"principalId": "tenant-4", "plan": "gold"}}),
-            "principal:tenant-4",
-        ),
-        (
-            context_of(
-                "rest-api", identity={"userArn": "arn:aws:iam::1:user/u5", "apiKeyId": None}
-            ),
-            "iam:arn:aws:iam::1:user/u5",
-        ),
-        (context_of("function-url"), "iam:arn:aws:iam::111122223333:user/example-user"),
-        (context_of("rest-api", identity={"userArn": None, "apiKeyId": "key-7"}), "api-key:key-7"),
-        (
-            context_of("rest-api", {"claims": {"sub": "user-8"}}, identity={"apiKeyId": "key-8"}),
-            "jwt: user-8",
-        ),
-    ],
-    ids=[
-        "http-api-jwt",
-        "rest-cognito",
-        "rest-lambda",
-        "http-api-lambda",
-        "rest-iam",
-        "url-iam",
-        "api-key",
-        "jwt-first",
-    ],
-)
-def test_the_authorizer_principal_is_the_scope(event: Any, principal: str) -> None:
-    assert authorizer_principal(event) == principal
-
-
-@pytest.mark.parametrize("shape", ["rest-api", "http-api", "alb", "alb-multi-value"])
-def test_requests_no_authorizer_vouched_for_are_anonymous(shape: str) -> None:
-    """The generator's events carry no principal (HTTP API: JWT claims without sub)."""
-    assert authorizer_principal(http_event(shape)) is None
-
-
-def test_http_api_lambda_context_without_principal_id_is_anonymous() -> None:
-    assert authorizer_principal(context_of("http-api", {"lambda": {"plan": "gold"}})) is None
 
 
 # -- responses ----------------------------------------------------------------------------
