@@ -11,14 +11,12 @@ import pytest
 from lambda_idempotency import (
     ConfigurationError,
     DynamoDBStore,
-    ResultTooLargeError,
     Status,
     StoreError,
-    _store,
     current_execution,
     idempotent,
 )
-from tests.conftest import create_table
+from tests.conftest import RoundTrips, create_table
 
 
 def server_error(operation: str) -> Exception:
@@ -152,16 +150,48 @@ def test_completion_that_did_not_land_frees_the_key(store: DynamoDBStore) -> Non
     assert balance(store, ledger) == 70
 
 
-def test_result_too_large_releases_the_key(store: DynamoDBStore, monkeypatch: Any) -> None:
-    monkeypatch.setattr(_store, "MAX_TRANSACTION_BYTES", 400_000)
+REPLAY_READS = {"GetItem", "BatchGetItem", "Query"}
 
-    @idempotent(store=store, key="id")
-    def handler(event: dict[str, Any], context: Any) -> dict[str, str]:
-        return {"blob": os.urandom(400_000).hex()}  # 800 KB of hex: ~440 KB compressed
 
-    with pytest.raises(ResultTooLargeError):
-        handler({"id": 1}, None)
-    assert scan(store) == []
+LARGE_RESULTS = {
+    # ~1 MB of order lines: packs far below the 400 KB item limit, stays in the record.
+    "repetitive": lambda: {"orders": [{"sku": f"sku-{n % 50}", "qty": 1} for n in range(40_000)]},
+    # ~700 KB of random hex: packs to ~350 KB, at the inline limit.
+    "at the inline limit": lambda: {"blob": os.urandom(350_000).hex()},
+    # ~5.8 MB of random hex, near Lambda's 6 MB response limit: packs to ~3 MB.
+    "near 6 MB": lambda: {"blob": os.urandom(2_900_000).hex()},
+}
+
+
+@pytest.mark.parametrize("kind", LARGE_RESULTS)
+def test_a_large_result_is_stored_for_real_and_replays_byte_equal(
+    store: DynamoDBStore, kind: str
+) -> None:
+    """However the store splits a large result, a retry gets the same bytes back, the handler
+    runs once, and the replay only reads (a claim, then at most two reads)."""
+    import json
+
+    first = LARGE_RESULTS[kind]()
+    runs: list[int] = []
+
+    @idempotent(store=store, key="id", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        runs.append(1)
+        return first
+
+    trips = RoundTrips(store.client)
+    assert handler({"id": 1}, None) == first
+    first_run = trips.take()
+    replay = handler({"id": 1}, None)
+    replay_trips = trips.take()
+
+    assert json.dumps(replay, sort_keys=True) == json.dumps(first, sort_keys=True)
+    assert runs == [1]
+    assert first_run[0] == "PutItem" and len(first_run) <= 12  # claim, chunks, completion
+    assert replay_trips[0] == "PutItem"  # the claim, refused: the key is completed
+    assert set(replay_trips[1:]) <= REPLAY_READS and len(replay_trips) <= 3
+    if kind == "repetitive":
+        assert replay_trips == ["PutItem"]  # inline: the refused claim brings the result
 
 
 def test_malformed_enlisted_write_is_refused_when_enlisted(store: DynamoDBStore) -> None:
