@@ -9,7 +9,7 @@ export DYNAMODB_LOCAL_HOME := $(CURDIR)/.tools/dynamodb-local
 SAM_VENV := .tools/sam
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: setup demo test lint bench sam-check clean
+.PHONY: setup demo test lint bench sam-check mutate clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -56,5 +56,11 @@ $(BIN)/.bench-installed: $(BIN)/.installed
 bench: setup $(BIN)/.bench-installed
 	$(BIN)/python -m benchmarks --out docs
 
+## Mutation testing (mutmut) of the modules the failure promises live in, on the fast tests;
+## MODULE=_cache for one module. Long: see docs/testing.md. Results stay in mutants/.
+MODULE ?=
+mutate: setup
+	$(BIN)/python -m tests.mutation $(MODULE)
+
 clean:
-	rm -rf $(VENV) .tools .aws-sam .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .tools .aws-sam .pytest_cache .mypy_cache .ruff_cache mutants src

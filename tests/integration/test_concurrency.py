@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import threading
 import time
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from lambda_idempotency import DynamoDBStore, InProgressError, idempotent
+from lambda_idempotency import DynamoDBStore, InProgressError, current_execution, idempotent
 from tests.conftest import FakeContext, create_table, local_client
 
 THREADS = 32
@@ -39,19 +40,23 @@ def run_together(count: int, call: Callable[[], Any]) -> list[Any]:
 
 def test_32_threads_raise_policy_one_run_rest_in_progress(store: DynamoDBStore) -> None:
     runs: list[int] = []
+    lease_until_ms: list[int] = []
+    retry_after: list[tuple[int, int]] = []  # each duplicate's answer, and when it came
     answered = threading.Semaphore(0)
 
     @idempotent(store=store, key="order_id")
     def handler(event: dict[str, Any], context: Any) -> dict[str, str]:
         runs.append(1)
+        lease_until_ms.append(current_execution().lease_until_ms or 0)
         for _ in range(THREADS - 1):  # hold the key until every duplicate has its answer
             answered.acquire(timeout=30)
         return {"charge": "ch_1"}
 
     def call() -> Any:
         try:
-            return handler({"order_id": "o-1"}, FakeContext())
-        except InProgressError:
+            return handler({"order_id": "o-1"}, FakeContext(remaining_ms=30_000))
+        except InProgressError as exc:
+            retry_after.append((exc.retry_after, time.time_ns() // 1_000_000))
             answered.release()
             raise
 
@@ -61,7 +66,14 @@ def test_32_threads_raise_policy_one_run_rest_in_progress(store: DynamoDBStore) 
     assert outcomes.count({"charge": "ch_1"}) == 1
     in_progress = [outcome for outcome in outcomes if isinstance(outcome, InProgressError)]
     assert len(in_progress) == THREADS - 1
-    assert all(error.retry_after >= 1 for error in in_progress)
+    # Retry-After: the holder's remaining lease (~30 s, from the invocation's remaining time),
+    # in whole seconds rounded up. A clock-skew allowance may add to it, never more.
+    skew = getattr(handler.idempotency.settings, "clock_skew_seconds", 0)
+    assert len(retry_after) == THREADS - 1
+    for seconds, answered_at_ms in retry_after:
+        remaining = math.ceil((lease_until_ms[0] - answered_at_ms) / 1000)
+        assert remaining <= seconds <= remaining + 1 + skew
+        assert remaining > 20
 
 
 def test_32_threads_wait_policy_all_get_the_one_result(store: DynamoDBStore) -> None:

@@ -3,6 +3,7 @@ twice, nothing stays locked, nothing is undone that landed."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from lambda_idempotency import (
     current_execution,
     idempotent,
 )
-from tests.conftest import FakeClock, FakeContext, create_table
+from tests.conftest import FakeClock, FakeContext, RoundTrips, create_table
 
 
 def server_error(operation: str) -> Exception:
@@ -194,6 +195,50 @@ def test_completion_that_never_lands_frees_the_key_before_the_invocation_ends(
     assert held(store) == []  # released: neither the debit nor the record landed
     assert handler.idempotency.stats["completion_retry"] >= 3
     assert balance(store, ledger) == 100
+
+
+REPLAY_READS = {"GetItem", "BatchGetItem", "Query"}
+
+
+LARGE_RESULTS = {
+    # ~1 MB of order lines: packs far below the 400 KB item limit, stays in the record.
+    "repetitive": lambda: {"orders": [{"sku": f"sku-{n % 50}", "qty": 1} for n in range(40_000)]},
+    # ~700 KB of random hex: packs to ~350 KB, at the inline limit.
+    "at the inline limit": lambda: {"blob": os.urandom(350_000).hex()},
+    # ~5.8 MB of random hex, near Lambda's 6 MB response limit: packs to ~3 MB.
+    "near 6 MB": lambda: {"blob": os.urandom(2_900_000).hex()},
+}
+
+
+@pytest.mark.parametrize("kind", LARGE_RESULTS)
+def test_a_large_result_is_stored_for_real_and_replays_byte_equal(
+    store: DynamoDBStore, kind: str
+) -> None:
+    """However the store splits a large result, a retry gets the same bytes back, the handler
+    runs once, and the replay only reads (a claim, then at most two reads)."""
+    import json
+
+    first = LARGE_RESULTS[kind]()
+    runs: list[int] = []
+
+    @idempotent(store=store, key="id", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        runs.append(1)
+        return first
+
+    trips = RoundTrips(store.client)
+    assert handler({"id": 1}, None) == first
+    first_run = trips.take()
+    replay = handler({"id": 1}, None)
+    replay_trips = trips.take()
+
+    assert json.dumps(replay, sort_keys=True) == json.dumps(first, sort_keys=True)
+    assert runs == [1]
+    assert first_run[0] == "PutItem" and len(first_run) <= 12  # claim, chunks, completion
+    assert replay_trips[0] == "PutItem"  # the claim, refused: the key is completed
+    assert set(replay_trips[1:]) <= REPLAY_READS and len(replay_trips) <= 3
+    if kind == "repetitive":
+        assert replay_trips == ["PutItem"]  # inline: the refused claim brings the result
 
 
 def test_malformed_enlisted_write_is_refused_when_enlisted(store: DynamoDBStore) -> None:

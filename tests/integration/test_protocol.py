@@ -293,35 +293,48 @@ def test_lease_follows_the_invocation_remaining_time(
     assert held[0].status is Status.IN_PROGRESS
 
 
+class HolderFinishesWhileWaiting(FakeClock):
+    """The waiter's first sleep lets the holder finish, and returns once it has: the waiter
+    surely met the key in progress, and nothing depends on real time."""
+
+    def __init__(self, release: threading.Event, finished: threading.Event) -> None:
+        super().__init__()
+        self.release, self.finished = release, finished
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        self.release.set()
+        assert self.finished.wait(10), "the holder did not finish"
+
+
 def test_wait_replays_the_holder_result(store: DynamoDBStore) -> None:
-    release = threading.Event()
+    holding, release, finished = threading.Event(), threading.Event(), threading.Event()
+    clock = HolderFinishesWhileWaiting(release, finished)
     runs: list[int] = []
 
-    @idempotent(store=store, key="order_id", on_in_progress="wait", cache_size=0)
+    @idempotent(store=store, key="order_id", on_in_progress="wait", clock=clock, cache_size=0)
     def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
         runs.append(1)
-        release.wait(10)
+        holding.set()
+        assert release.wait(10), "the waiter never waited"
         return {"answer": 42}
 
-    results: list[Any] = []
-    holder = threading.Thread(target=lambda: results.append(handler({"order_id": "o-1"}, None)))
-    holder.start()
-    while not store_keys(store):
-        threading.Event().wait(0.01)
-    waiter = threading.Thread(
-        target=lambda: results.append(
-            handler({"order_id": "o-1"}, FakeContext(remaining_ms=20_000))
-        )
-    )
-    waiter.start()
-    threading.Event().wait(0.3)
-    release.set()
-    holder.join()
-    waiter.join()
+    results: dict[str, Any] = {}
 
-    assert results == [{"answer": 42}, {"answer": 42}]
+    def holder() -> None:
+        results["holder"] = handler({"order_id": "o-1"}, None)
+        finished.set()
+
+    holder_thread = threading.Thread(target=holder)
+    holder_thread.start()
+    assert holding.wait(10)
+    results["waiter"] = handler({"order_id": "o-1"}, FakeContext(remaining_ms=20_000, clock=clock))
+    holder_thread.join(10)
+
+    assert results == {"holder": {"answer": 42}, "waiter": {"answer": 42}}
     assert len(runs) == 1
     assert handler.idempotency.stats["waiting"] == 1
+    assert len(clock.slept) == 1  # one wait, then the holder's completed record
 
 
 def test_wait_takes_over_when_the_holder_lease_lapses(

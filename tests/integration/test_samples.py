@@ -73,14 +73,28 @@ def test_invoke_reports_a_missing_function_clearly(capsys: Any, monkeypatch: Any
     assert "no function 'NoSuchFunction'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("content", ["{not json", None])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            "{not json",
+            "event {event} is not JSON: "
+            "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+        ),
+        (None, "cannot read event {event}: No such file or directory"),
+    ],
+)
 def test_invoke_reports_a_bad_event_clearly(
-    tmp_path: Path, capsys: Any, monkeypatch: Any, content: str | None
+    tmp_path: Path, capsys: Any, monkeypatch: Any, content: str | None, message: str
 ) -> None:
+    """One line on stderr naming the file and what is wrong with it; no traceback, nothing on
+    stdout."""
     monkeypatch.chdir(ROOT)
     event = tmp_path / "event.json"
     if content is not None:
         event.write_text(content)
     status = _cli.main(["invoke", "ChargeOrderFunction", "--event", str(event)])
+    out, err = capsys.readouterr()
     assert status == 2
-    assert "event" in capsys.readouterr().err
+    assert out == ""
+    assert err == f"lambda-idempotency: {message.format(event=event)}\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import sys
 import threading
 from decimal import Decimal
 from typing import Any
@@ -77,25 +78,38 @@ def test_explicit_scope_that_selects_nothing_refuses_to_run(moto_store: DynamoDB
     assert runs == []
 
 
-def test_cache_survives_many_threads() -> None:
-    cache = ResultCache(max_items=8)
+def test_cache_under_contending_threads_stays_consistent_and_bounded() -> None:
+    """A thread pool in one container: lookups, replacements and evictions of the same keys at
+    once. Unlocked, a lookup races an eviction (KeyError from a replay) and the byte count
+    drifts from what is held, so the cache is no longer bounded in bytes."""
+    cache = ResultCache(max_items=8, max_bytes=64)
+    workers = 8
+    barrier = threading.Barrier(workers, timeout=10)
     errors: list[BaseException] = []
 
     def hammer(offset: int) -> None:
         try:
-            for n in range(2_000):
-                pk = f"k{(n + offset) % 32}"
-                cache.put(pk, CachedResult(2**40, None, b"x" * (n % 5)))
-                cache.get(pk, 0)
+            barrier.wait()  # all at once, not one after another
+            for n in range(3_000):
+                pk = f"k{(n + offset) % 12}"
+                cache.put(pk, CachedResult(2**40, None, b"x" * ((n + offset) % 13)))
+                cache.get(f"k{(n * 7 + offset) % 12}", 0)
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=hammer, args=(offset,)) for offset in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    threads = [threading.Thread(target=hammer, args=(offset,)) for offset in range(workers)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads between almost every bytecode
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    finally:
+        sys.setswitchinterval(interval)
 
+    assert not any(thread.is_alive() for thread in threads)
     assert errors == []
+    held = sum(len(entry.document) for entry in cache._entries.values())
+    assert cache._bytes == held <= 64
     assert len(cache) <= 8
-    assert cache._bytes == sum(len(entry.document) for entry in cache._entries.values())
