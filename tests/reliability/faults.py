@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import urllib3
-from botocore.awsrequest import AWSResponse
+from botocore.awsrequest import AWSResponse, HTTPHeaders
 from botocore.exceptions import (
     ClientError,
     ConnectTimeoutError,
@@ -220,7 +220,7 @@ def _response(url: str, status: int, body: bytes, headers: dict[str, str]) -> AW
     }
     kept.setdefault("content-type", _JSON)
     kept.setdefault("x-amzn-requestid", "reliability-suite")
-    return AWSResponse(url, status, kept, _Body(body))
+    return AWSResponse(url, status, HTTPHeaders.from_dict(kept), _Body(body))
 
 
 class _Body:
