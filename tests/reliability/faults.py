@@ -93,6 +93,8 @@ class FaultInjector:
     faults: list[Fault] = field(default_factory=list)
     seen: collections.Counter[str] = field(default_factory=collections.Counter)
     captured: list[Captured] = field(default_factory=list)
+    total: int = 0
+    """Faults injected since the start, cleared rules included."""
     _http: urllib3.PoolManager = field(default_factory=lambda: urllib3.PoolManager(maxsize=4))
 
     def __post_init__(self) -> None:
@@ -129,6 +131,7 @@ class FaultInjector:
         if fault is None:
             return None
         fault.injected += 1
+        self.total += 1
         url, headers = request.url, {k: _text(v) for k, v in request.headers.items()}
         match fault.kind:
             case "unsent":

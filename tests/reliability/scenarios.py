@@ -772,6 +772,7 @@ def _run_here(scenario: Scenario, endpoint: str) -> Trial:
             f"at {traceback.extract_tb(exc.__traceback__)[-1].lineno}"[:300]
         )
     finally:
+        rig.trial.injected = max(rig.trial.injected, rig.faults.total)
         rig.close()
     return rig.trial
 
