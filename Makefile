@@ -9,7 +9,7 @@ export DYNAMODB_LOCAL_HOME := $(CURDIR)/.tools/dynamodb-local
 SAM_VENV := .tools/sam
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: setup demo test lint bench sam-check mutate clean
+.PHONY: setup demo test lint bench reliability sam-check mutate clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -61,6 +61,11 @@ bench: setup $(BIN)/.bench-installed
 MODULE ?=
 mutate: setup
 	$(BIN)/python -m tests.mutation $(MODULE)
+
+## The reliability suite's long trials (faults injected on DynamoDB Local, 100 trials per
+## scenario; tests/reliability runs a few of each in CI): writes docs/reliability.md.
+reliability: setup
+	$(BIN)/python -m benchmarks.reliability --trials 100 --out docs
 
 clean:
 	rm -rf $(VENV) .tools .aws-sam .pytest_cache .mypy_cache .ruff_cache mutants src
