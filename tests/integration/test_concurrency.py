@@ -66,13 +66,14 @@ def test_32_threads_raise_policy_one_run_rest_in_progress(store: DynamoDBStore) 
     assert outcomes.count({"charge": "ch_1"}) == 1
     in_progress = [outcome for outcome in outcomes if isinstance(outcome, InProgressError)]
     assert len(in_progress) == THREADS - 1
-    # Retry-After: the holder's remaining lease (~30 s, from the invocation's remaining time),
-    # in whole seconds rounded up. A clock-skew allowance may add to it, never more.
-    skew = getattr(handler.idempotency.settings, "clock_skew_seconds", 0)
+    # Retry-After: the holder's remaining lease (~30 s, from the invocation's remaining time)
+    # plus the clock-skew allowance (only then may another caller take it over), in whole
+    # seconds rounded up.
+    skew_ms = handler.idempotency.settings.skew_ms
     assert len(retry_after) == THREADS - 1
     for seconds, answered_at_ms in retry_after:
-        remaining = math.ceil((lease_until_ms[0] - answered_at_ms) / 1000)
-        assert remaining <= seconds <= remaining + 1 + skew
+        remaining = math.ceil((lease_until_ms[0] + skew_ms - answered_at_ms) / 1000)
+        assert remaining <= seconds <= remaining + 1
         assert remaining > 20
 
 
