@@ -436,7 +436,7 @@ def idempotent_http(
                     call = functools.partial(handler, *args, **kwargs)
                     return _answer(engine, request, context, header, call)
                 emit(
-                    logging.INFO,
+                    logging.DEBUG,
                     "passed_through",
                     None,
                     namespace=engine.settings.namespace,
