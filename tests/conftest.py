@@ -13,6 +13,7 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.pop("IDEMPOTENCY_DISABLED", None)
 
+import tests.hypothesis_profiles  # noqa: F401  (loads the hypothesis profile)
 from lambda_idempotency import AttributeNames, DynamoDBStore
 from lambda_idempotency._cli import local_client
 from lambda_idempotency.testing import (

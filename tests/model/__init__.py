@@ -1,0 +1,1 @@
+"""A reference model of the idempotency protocol, and the faults the model-based test injects."""
