@@ -9,7 +9,7 @@ export DYNAMODB_LOCAL_HOME := $(CURDIR)/.tools/dynamodb-local
 SAM_VENV := .tools/sam
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: setup demo test lint bench reliability sam-check mutate clean
+.PHONY: setup demo test lint bench reliability nightly sam-check mutate clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
@@ -66,6 +66,12 @@ mutate: setup
 ## scenario; tests/reliability runs a few of each in CI): writes docs/reliability.md.
 reliability: setup
 	$(BIN)/python -m benchmarks.reliability --trials 100 --out docs
+
+## The long, nightly-style runs of the property tests: the protocol's state machine and the
+## hypothesis properties with 500 examples each (about 10 minutes; no per-test timeout).
+nightly: setup
+	HYPOTHESIS_PROFILE=nightly $(BIN)/python -m pytest --timeout=0 -q \
+		tests/integration/test_protocol_model.py tests/unit/test_encoding.py
 
 clean:
 	rm -rf $(VENV) .tools .aws-sam .pytest_cache .mypy_cache .ruff_cache mutants src
