@@ -39,7 +39,6 @@ import json
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence, Set
-from itertools import chain, repeat
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -152,66 +151,83 @@ class _WalkNeededError(Exception):
 
 
 def _walk(root: Any) -> str:
-    """The canonical text, written with a stack of our own: any depth, no recursion."""
+    """The canonical text, written with a stack of our own: any depth, no recursion.
+
+    The stack is three flat lists, not a tuple per level: a deep value would otherwise
+    allocate objects the garbage collector keeps scanning."""
     out: list[str] = []
-    frames: list[tuple[Iterator[tuple[str, Any]], str, int]] = []
-    open_ids: set[int] = set()
+    members: list[Iterator[Any]] = []  # per open container: what is left of it
+    closers: list[str] = []
+    open_ids: list[int] = []
+    seen: set[int] = set()  # open_ids, to catch a value that contains itself
     value = root
     while True:
-        if isinstance(value, str):
+        kind = type(value)
+        if kind is str:
             out.append(encode_basestring(value))
         elif value is None or value is True or value is False:
             out.append(_CONSTANTS[value])
+        elif kind is int or kind is float or kind is decimal.Decimal:
+            out.append(number_text(value))
+        elif kind is dict or kind is list or kind is tuple or _is_container(value):
+            if id(value) in seen:
+                raise ValueError("the value contains itself")
+            seen.add(id(value))
+            open_ids.append(id(value))
+            if isinstance(value, Mapping):
+                out.append("{")
+                members.append(_members(value))
+                closers.append("}")
+            else:
+                out.append("[")
+                members.append(iter(value))
+                closers.append("]")
+        elif isinstance(value, str):
+            out.append(encode_basestring(value))
         elif isinstance(value, int | float | decimal.Decimal):
             out.append(number_text(value))
-        elif isinstance(value, Mapping) or (
-            isinstance(value, Sequence) and not isinstance(value, bytes | bytearray)
-        ):
-            if id(value) in open_ids:
-                raise ValueError("the value contains itself")
-            if isinstance(value, Mapping):
-                frames.append((_members(value), "}", id(value)))
-                out.append("{")
-            else:
-                frames.append((zip(_separators(), value, strict=False), "]", id(value)))
-                out.append("[")
-            open_ids.add(id(value))
         else:
             value = _as_json(value)
             continue
-        while frames:
-            items, closer, ident = frames[-1]
-            item = next(items, None)
-            if item is None:
-                frames.pop()
-                open_ids.discard(ident)
-                out.append(closer)
+        while members:
+            item = next(members[-1], _END)
+            if item is _END:
+                members.pop()
+                seen.discard(open_ids.pop())
+                out.append(closers.pop())
                 continue
-            separator, value = item
-            out.append(separator)
+            if out[-1] not in _OPENERS:
+                out.append(",")
+            if closers[-1] == "}":
+                label, value = item
+                out.append(label)
+            else:
+                value = item
             break
         else:
             return "".join(out)
 
 
 _CONSTANTS = {None: "null", True: "true", False: "false"}
+_OPENERS = ("[", "{")
+_END: Any = object()
 
 
-def _separators() -> Iterator[str]:
-    return chain(("",), repeat(","))
+def _is_container(value: Any) -> bool:
+    return isinstance(value, Mapping) or (
+        isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray)
+    )
 
 
 def _members(mapping: Mapping[Any, Any]) -> Iterator[tuple[str, Any]]:
-    """`"key":` (after a comma but for the first) and value, in the C encoder's order: by
-    key, or by key text when the keys do not compare (the encoder refuses those)."""
+    """`"key":` and value, in the C encoder's order: by key, or by key text when the keys
+    do not compare (the encoder refuses those)."""
     keys = list(mapping)
     try:
         keys.sort()
     except TypeError:
         keys.sort(key=lambda key: (_key_text(key), type(key).__qualname__))
-    labels = [f",{encode_basestring(_key_text(key))}:" for key in keys]
-    if labels:
-        labels[0] = labels[0][1:]
+    labels = [encode_basestring(_key_text(key)) + ":" for key in keys]
     return zip(labels, [mapping[key] for key in keys], strict=True)
 
 
