@@ -19,6 +19,8 @@ class Plan:
     throughput_threads: tuple[int, ...] = (1, 4, 16)
     throughput_seconds: float = 2.0
     throughput_repeats: int = 3
+    fingerprint_bytes: int = 6 * 1024 * 1024
+    fingerprint_rounds: int = 3
 
     @classmethod
     def smoke(cls) -> Plan:
@@ -36,4 +38,6 @@ class Plan:
             throughput_threads=(1, 2),
             throughput_seconds=0.1,
             throughput_repeats=1,
+            fingerprint_bytes=64 * 1024,
+            fingerprint_rounds=1,
         )

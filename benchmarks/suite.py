@@ -9,14 +9,34 @@ import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from . import chart, cold_start, contention, cpu, latency, report, round_trips, storage, throughput
+from . import (
+    chart,
+    cold_start,
+    contention,
+    cpu,
+    fingerprint,
+    latency,
+    report,
+    round_trips,
+    storage,
+    throughput,
+)
 from .contenders import CONTENDERS
 from .environment import describe_machine
 from .plan import Plan
 from .report import Section
 from .workload import create_table, dynamodb_client
 
-SECTIONS = ("cpu", "round_trips", "latency", "cold_start", "storage", "contention", "throughput")
+SECTIONS = (
+    "cpu",
+    "round_trips",
+    "latency",
+    "cold_start",
+    "storage",
+    "fingerprint",
+    "contention",
+    "throughput",
+)
 REPORT_NAME = "benchmarks.md"
 CHART_NAME = "benchmarks.png"
 
@@ -88,6 +108,12 @@ def run(
         if "storage" in wanted:
             log("storage and cost")
             sections["storage"] = storage.section(storage.measure(endpoint_url, plan.storage_sizes))
+        if "fingerprint" in wanted:
+            log("fingerprinting hostile bodies")
+            sections["fingerprint"] = fingerprint.section(
+                fingerprint.measure(plan.fingerprint_bytes, plan.fingerprint_rounds),
+                fingerprint.realistic(plan.fingerprint_rounds),
+            )
         if "contention" in wanted:
             log("contention")
             sections["contention"] = contention.section(

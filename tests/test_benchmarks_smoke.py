@@ -22,6 +22,7 @@ SECTION_TITLES = (
     "## End-to-end latency",
     "## Cold start",
     "## Storage and cost",
+    "## Fingerprinting hostile bodies",
     "## Contention",
     "## Throughput",
 )

@@ -3,6 +3,7 @@
     IdempotencyError
     ├── KeyMissingError          the key selector found nothing (nothing ran)
     ├── PayloadMismatchError     same key, different payload (nothing ran)
+    ├── PayloadInvalidError      the key or payload holds a value with no fingerprint (nothing ran)
     ├── InProgressError          another invocation holds the key; retry after `retry_after`
     ├── LeaseLostError           our lease lapsed and another claim took the key over
     ├── CompletionConflictError  an enlisted business write's condition failed; nothing landed
@@ -40,6 +41,13 @@ class KeyMissingError(IdempotencyError):
 
 class PayloadMismatchError(IdempotencyError):
     """The key was used before with a different payload; the handler did not run."""
+
+
+class PayloadInvalidError(IdempotencyError, ValueError):
+    """The selected key or payload cannot be fingerprinted: a value JSON has no word for
+    (bytes, an arbitrary object), one that contains itself, an integer too large to convert,
+    or (HTTP) a JSON body too deep to read. The handler did not run; the same input will be
+    refused again."""
 
 
 class InProgressError(IdempotencyError):

@@ -25,6 +25,7 @@ from ._errors import (
     InProgressError,
     KeyMissingError,
     NotAnHttpEventError,
+    PayloadInvalidError,
     PayloadMismatchError,
 )
 from ._keys import Selector
@@ -84,6 +85,11 @@ class ProblemType(enum.Enum):
         409,
     )
     KEY_REUSED = ("urn:lambda-idempotency:problem:key-reused", "Idempotency key reused", 422)
+    BODY_UNFINGERPRINTABLE = (
+        "urn:lambda-idempotency:problem:body-unfingerprintable",
+        "Request body cannot be fingerprinted",
+        400,
+    )
 
     def __init__(self, uri: str, title: str, status: int) -> None:
         self.uri = uri
@@ -166,21 +172,41 @@ class HttpRequest:
                 return base64.b64decode(str(body), validate=True)
             except binascii.Error:
                 pass  # not base64 after all: fingerprint it as sent
-        return str(body).encode()
+        # surrogatepass: a direct invoke can carry a lone surrogate; it is fingerprinted
+        # byte for byte (it is no UTF-8 JSON) rather than crashing.
+        return str(body).encode("utf-8", "surrogatepass")
 
     def fingerprint(self) -> list[Any]:
         """What a retry must repeat: method, path and body. A JSON body counts by its value,
-        so other key order or whitespace is the same request."""
+        so other key order, whitespace or spelling of a number is the same request."""
         body = self.body()
         content_type = next(iter(self.header("content-type")), None)
-        if _may_be_json(content_type):
-            try:
-                # Decimal: 0.1 and 0.10000000000000000001 differ, 100 and 100.0 do not.
-                document = json.loads(body, parse_float=decimal.Decimal)
-                return [self.method, self.path, {"json": document}]
-            except (ValueError, RecursionError):
-                pass  # not JSON after all (or absurdly deep): fingerprint the bytes
-        return [self.method, self.path, {"sha256": hashlib.sha256(body).hexdigest()}]
+        document = _read_json(body) if _may_be_json(content_type) else _NOT_JSON
+        if document is _NOT_JSON:
+            return [self.method, self.path, {"sha256": hashlib.sha256(body).hexdigest()}]
+        return [self.method, self.path, {"json": document}]
+
+
+_NOT_JSON: Any = object()
+
+
+def _read_json(body: bytes) -> Any:
+    """The body's JSON value, its numbers as Decimals so none loses a digit and each costs
+    time linear in its spelling (a Python int past 18 digits would not); `_NOT_JSON` when
+    it is no JSON. JSON too deep for the parser, or with an exponent past Decimal's range,
+    is refused rather than counted byte for byte: its value is what a retry must repeat."""
+    try:
+        return json.loads(body, parse_float=decimal.Decimal, parse_int=_parse_int)
+    except RecursionError:
+        raise PayloadInvalidError("the JSON body is nested too deep to fingerprint") from None
+    except decimal.DecimalException:
+        raise PayloadInvalidError("the JSON body holds a number out of range") from None
+    except ValueError:
+        return _NOT_JSON
+
+
+def _parse_int(text: str) -> int | decimal.Decimal:
+    return int(text) if len(text) <= 18 else decimal.Decimal(text)
 
 
 def _may_be_json(content_type: str | None) -> bool:
@@ -466,7 +492,13 @@ def _answer(
 
     try:
         outcome = engine.run(request, context, call)
-    except (InvalidKeyError, KeyMissingError, InProgressError, PayloadMismatchError) as exc:
+    except (
+        InvalidKeyError,
+        KeyMissingError,
+        InProgressError,
+        PayloadMismatchError,
+        PayloadInvalidError,
+    ) as exc:
         if handler_started:  # raised inside the handler (a nested decorator): not ours
             raise
         return _refusal(request, exc, header, engine.settings.namespace)
@@ -503,6 +535,9 @@ def _refusal(request: HttpRequest, exc: Exception, header: str, namespace: str) 
                 f"this {header} was used for a different request (method, path or body); "
                 "a new request needs a new key",
             )
+        case PayloadInvalidError():
+            emit(logging.WARNING, "payload_invalid", None, namespace=namespace, detail=str(exc))
+            return problem(request, ProblemType.BODY_UNFINGERPRINTABLE, str(exc))
         case _:
             raise exc
 

@@ -1,4 +1,5 @@
-"""Selecting the key, payload and scope from an event, and hashing them.
+"""Selecting the key, payload and scope from an event, and hashing them (from the canonical
+text `_canonical` writes).
 
 Raw keys and payloads never leave this module: the store sees `pk` (namespace + sha256)
 and `payload_hash`, and so do the log lines.
@@ -11,11 +12,11 @@ import datetime
 import decimal
 import enum
 import hashlib
-import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._errors import ConfigurationError
+from . import _canonical
+from ._errors import ConfigurationError, PayloadInvalidError
 
 Selector = str | Callable[[Any], Any]
 """A JMESPath expression over the event (Powertools' functions available), or a callable."""
@@ -148,23 +149,13 @@ def exact_number(value: decimal.Decimal) -> int | float | str:
     return as_float if decimal.Decimal(repr(as_float)) == value else str(value)
 
 
-_CANONICAL = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=to_jsonable
-)
-"""Built once: `json.dumps` with options builds an encoder on every call."""
-
-
-def canonical_json(value: Any) -> bytes:
-    """Key order and whitespace never change the hash of the same value."""
-    # surrogatepass: a lone surrogate from a client's JSON hashes instead of crashing.
-    return _CANONICAL.encode(value).encode("utf-8", "surrogatepass")
-
-
 def _sha256(value: Any, role: str) -> str:
+    """Key order, whitespace and the spelling of a number never change the hash of the same
+    value (`_canonical` says what counts as the same)."""
     try:
-        return hashlib.sha256(canonical_json(value)).hexdigest()
-    except (TypeError, ValueError) as exc:
-        raise ConfigurationError(f"the selected {role} cannot be hashed: {exc}") from exc
+        return hashlib.sha256(_canonical.canonical_bytes(value)).hexdigest()
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise PayloadInvalidError(f"the selected {role} cannot be fingerprinted: {exc}") from exc
 
 
 def key_hash(namespace: str, scope: Any, key: Any) -> str:

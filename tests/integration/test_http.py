@@ -511,12 +511,15 @@ def test_json_numbers_compare_by_exact_value(store: DynamoDBStore) -> None:
     assert_problem(refused, "http-api", 422, "key-reused")
 
 
-@pytest.mark.parametrize("body", ['{"name": "\\ud800"}', "[" * 100_000 + "]" * 100_000])
-def test_hostile_bodies_get_an_answer_not_a_crash(store: DynamoDBStore, body: str) -> None:
+def test_hostile_bodies_get_an_answer_not_a_crash(store: DynamoDBStore) -> None:
     handler, runs = payments(store)
 
-    first = handler(post("http-api", body=body), None)
-    again = handler(post("http-api", body=body), None)
-
+    first = handler(post("http-api", body='{"name": "\\ud800"}'), None)
+    again = handler(post("http-api", body='{"name": "\\ud800"}'), None)
     assert first["statusCode"] == again["statusCode"] == 201
+    assert len(runs) == 1
+
+    too_deep = "[" * 100_000 + "]" * 100_000  # valid JSON past the parser's depth
+    refused = handler(post("http-api", key="deep-1", body=too_deep), None)
+    assert_problem(refused, "http-api", 400, "body-unfingerprintable")
     assert len(runs) == 1
