@@ -7,10 +7,6 @@ and `payload_hash`, and so do the log lines.
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
-import decimal
-import enum
 import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -118,35 +114,6 @@ def is_missing(value: Any) -> bool:
             isinstance(value, list | tuple) and all(item is None for item in value)
         )
     return False
-
-
-def to_jsonable(value: Any) -> Any:
-    """`json.dumps` default: the non-JSON types a Lambda event or result commonly holds."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    model_dump = getattr(value, "model_dump", None)
-    if model_dump is not None and callable(model_dump):
-        return model_dump(mode="json")
-    if isinstance(value, decimal.Decimal):
-        return exact_number(value)
-    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
-        return value.isoformat()
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, set | frozenset):
-        return sorted(value, key=repr)
-    raise TypeError(f"Object of type {type(value).__qualname__} is not JSON serializable")
-
-
-def exact_number(value: decimal.Decimal) -> int | float | str:
-    """A Decimal (DynamoDB's numbers) without losing a digit: an int when integral, a float
-    when the float is the same number, else its exact digits as a string."""
-    if not value.is_finite():
-        raise ValueError(f"{value} is not a finite number")
-    if value == value.to_integral_value():
-        return int(value)
-    as_float = float(value)
-    return as_float if decimal.Decimal(repr(as_float)) == value else str(value)
 
 
 def _sha256(value: Any, role: str) -> str:
