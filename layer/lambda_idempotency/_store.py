@@ -30,6 +30,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ._encoding import CHUNKED
 from ._errors import CompletionConflictError, ConfigurationError, StoreError
 from ._record import AttributeNames, Record, Status
+from ._version import VERSION
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -81,6 +82,9 @@ authorised per item: our item in it is a PutItem. A release is a PutItem too (a 
 and BatchWriteItem writes the chunks of large results. Enlisted business writes need their
 own actions on their own tables. Scan and DeleteItem are for operators only."""
 
+USER_AGENT = f"lambda-idempotency/{VERSION}"
+"""The default client's user agent; botocore appends its own name and version."""
+
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 _TRANSACTION_CANCELED = "TransactionCanceledException"
 RETRYABLE_CODES = frozenset(
@@ -114,8 +118,10 @@ def _default_client(endpoint_url: str | None, region_name: str | None) -> Dynamo
     # validation would only cost CPU on every call (about 35 µs a request). DynamoDB still
     # validates, so a malformed enlisted write fails as a ValidationException.
     # total_max_attempts counts the first attempt too (botocore reads "max_attempts" in a
-    # Config as retries: 3 there means 4 attempts).
+    # Config as retries: 3 there means 4 attempts). A fixed user agent spares botocore
+    # building its long one twice per request (about 90 µs of a ~320 µs call).
     config = Config(
+        user_agent=USER_AGENT,
         connect_timeout=2,
         read_timeout=10,
         retries={"mode": "standard", "total_max_attempts": 3},

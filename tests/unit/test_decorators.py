@@ -490,3 +490,41 @@ def test_import_loads_neither_pydantic_nor_powertools() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert output.stdout.strip() == "[]"
+
+
+def test_default_client_names_this_library_and_its_version() -> None:
+    from importlib.metadata import version
+
+    from lambda_idempotency._store import USER_AGENT
+    from lambda_idempotency._version import VERSION
+
+    assert VERSION == version("lambda-idempotency")
+    client = DynamoDBStore("t", region_name="us-east-1").client
+    assert client.meta.config.user_agent.startswith(USER_AGENT)
+    assert USER_AGENT == f"lambda-idempotency/{VERSION}"
+
+
+def test_default_client_makes_three_attempts_in_all() -> None:
+    """botocore reads `max_attempts` as retries; the store means three attempts in total."""
+    from botocore.awsrequest import AWSResponse
+
+    class Body:
+        status_code = 400
+        headers: dict[str, str] = {}
+        content = b'{"__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException"}'
+
+        def stream(self) -> Any:
+            return iter([self.content])
+
+    store = DynamoDBStore("t", region_name="us-east-1")
+    sent: list[str] = []
+
+    def throttle(request: Any, **_: Any) -> AWSResponse:
+        sent.append(request.url)
+        return AWSResponse(request.url, 400, {}, Body())  # type: ignore[arg-type]
+
+    store.client.meta.events.register("before-send.dynamodb.GetItem", throttle)
+    with pytest.raises(StoreError) as raised:
+        store.get("k")
+    assert raised.value.code == "ThrottlingException" and raised.value.retryable
+    assert len(sent) == 3

@@ -1,0 +1,3 @@
+"""The package's version, as a constant: reading package metadata costs a cold start."""
+
+VERSION = "0.1.0"
