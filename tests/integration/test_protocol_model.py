@@ -69,6 +69,8 @@ PAYLOADS = [1, 2]
 CONTAINERS = [0, 1]
 """Two warm containers per function: 0 keeps a result cache, 1 has none."""
 START_MS = 1_900_000_000_000
+
+
 class _Opaque:
     """No JSON for it, typed or not: the key completes with a "not stored" marker."""
 

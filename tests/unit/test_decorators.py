@@ -7,6 +7,7 @@ import json
 import logging
 import subprocess
 import sys
+import typing
 from typing import Any
 
 import pytest
@@ -498,10 +499,10 @@ def test_default_client_names_this_library_and_its_version() -> None:
     from lambda_idempotency._store import USER_AGENT
     from lambda_idempotency._version import VERSION
 
-    assert VERSION == version("lambda-idempotency")
+    assert version("lambda-idempotency") == VERSION
     client = DynamoDBStore("t", region_name="us-east-1").client
     assert client.meta.config.user_agent.startswith(USER_AGENT)
-    assert USER_AGENT == f"lambda-idempotency/{VERSION}"
+    assert f"lambda-idempotency/{VERSION}" == USER_AGENT
 
 
 def test_default_client_makes_three_attempts_in_all() -> None:
@@ -510,7 +511,7 @@ def test_default_client_makes_three_attempts_in_all() -> None:
 
     class Body:
         status_code = 400
-        headers: dict[str, str] = {}
+        headers: typing.ClassVar[dict[str, str]] = {}
         content = b'{"__type": "com.amazonaws.dynamodb.v20120810#ThrottlingException"}'
 
         def stream(self) -> Any:
