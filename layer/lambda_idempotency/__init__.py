@@ -30,8 +30,9 @@ from ._errors import (
     StoreError,
 )
 from ._execution import Execution, current_execution
-from ._record import AttributeNames, Record, Status
-from ._store import DynamoDBStore
+from ._protocol import OnReplay
+from ._record import AttributeNames, Record, ReplayInfo, Status
+from ._store import DynamoDBStore, PowertoolsOptions
 
 if _typing.TYPE_CHECKING:
     from ._batch import BatchResponse, idempotent_record, process_batch
@@ -79,9 +80,12 @@ __all__ = [
     "NoActiveExecutionError",
     "NotABatchEventError",
     "NotAnHttpEventError",
+    "OnReplay",
     "Options",
     "PayloadMismatchError",
+    "PowertoolsOptions",
     "Record",
+    "ReplayInfo",
     "ResultNotSerializableError",
     "ResultTooLargeError",
     "ScopeMissingError",
