@@ -31,8 +31,9 @@ from ._errors import (
     StoreError,
 )
 from ._execution import Execution, current_execution
-from ._record import AttributeNames, Record, Status
-from ._store import DynamoDBStore
+from ._protocol import OnReplay
+from ._record import AttributeNames, Record, ReplayInfo, Status
+from ._store import DynamoDBStore, PowertoolsOptions
 
 if _typing.TYPE_CHECKING:
     from ._batch import BatchResponse, idempotent_record, process_batch
@@ -80,10 +81,13 @@ __all__ = [
     "NoActiveExecutionError",
     "NotABatchEventError",
     "NotAnHttpEventError",
+    "OnReplay",
     "Options",
     "PayloadInvalidError",
     "PayloadMismatchError",
+    "PowertoolsOptions",
     "Record",
+    "ReplayInfo",
     "ResultNotSerializableError",
     "ResultTooLargeError",
     "ScopeMissingError",

@@ -15,6 +15,8 @@ class CachedResult(NamedTuple):
     """The result's JSON, decoded afresh on every replay so callers cannot mutate the cache."""
     typed: bool = False
     """The document is typed JSON (see _encoding)."""
+    completed_at: int | None = None
+    """Epoch milliseconds of the completion, when the record says (for `on_replay`)."""
 
 
 class ResultCache:

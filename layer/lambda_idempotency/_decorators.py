@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import os
 from collections.abc import Callable
 from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack
 
@@ -17,8 +16,8 @@ from . import _encoding, _execution, _keys
 from ._cache import ResultCache
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import ConfigurationError
-from ._keys import Selector
-from ._protocol import DEFAULT_CLOCK_SKEW_SECONDS, Idempotency, Settings
+from ._keys import NATIVE_KEYS, Selector
+from ._protocol import DEFAULT_CLOCK_SKEW_SECONDS, Idempotency, OnReplay, Settings
 from ._store import DynamoDBStore
 
 P = ParamSpec("P")
@@ -47,7 +46,7 @@ def build_engine(
     cache_size: int = 256,
     clock: Clock = SYSTEM_CLOCK,
     clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
-    on_replay: Callable[[Any], Any] | None = None,
+    on_replay: OnReplay | None = None,
 ) -> Idempotency:
     """Validate one decorator's arguments and build its engine (shared by every front end)."""
     if not isinstance(ttl_seconds, int) or ttl_seconds <= 0:
@@ -68,12 +67,18 @@ def build_engine(
         )
     if cache_size < 0:
         raise ConfigurationError(f"cache_size must not be negative, not {cache_size!r}")
+    layout = NATIVE_KEYS if store is None else store.layout
+    if scope is not None and not layout.supports_scope:
+        raise ConfigurationError(
+            f"{store!r} keys records as Powertools does, which has no scope: put the tenant "
+            "in the key expression instead (e.g. key='[tenant, order_id]')"
+        )
     settings = Settings(
         key=_keys.compile_selector(key, role="key"),
         payload=None if payload is None else _keys.compile_selector(payload, role="payload"),
         scope=None if scope is None else _keys.compile_selector(scope, role="scope"),
         store=_store_provider(store),
-        namespace=namespace if namespace is not None else default_namespace(function),
+        namespace=layout.namespace(function, namespace),
         ttl_seconds=ttl_seconds,
         lease_seconds=lease_seconds,
         on_in_progress=on_in_progress,
@@ -83,21 +88,13 @@ def build_engine(
         clock=clock,
         skew_ms=int(clock_skew_seconds * 1000),
         on_replay=on_replay,
+        layout=layout,
     )
     return Idempotency(
         settings,
         return_type=functools.cache(lambda: _encoding.return_type_of(function)),
         cache=ResultCache(max_items=cache_size) if cache_size > 0 else None,
     )
-
-
-def default_namespace(function: Callable[..., Any]) -> str:
-    """Function name, module and qualified name: every SAM sample is `app.lambda_handler`, so
-    the Lambda function's name keeps two functions sharing a table apart."""
-    lambda_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "")
-    module = getattr(function, "__module__", "")
-    qualname = getattr(function, "__qualname__", type(function).__qualname__)
-    return f"{lambda_name}.{module}.{qualname}" if lambda_name else f"{module}.{qualname}"
 
 
 def _store_provider(store: DynamoDBStore | None) -> Callable[[], DynamoDBStore]:
@@ -125,6 +122,8 @@ class Options(TypedDict, total=False):
     clock: the time source (a test seam).
     clock_skew_seconds: how far callers' clocks may differ (default 2): a lapsed lease is
         taken over, and an expired record counts as absent, only that much later.
+    on_replay: (result, ReplayInfo) -> what the caller gets, for every replayed result (not
+        for first runs): mark, wrap or log replays (Powertools' `response_hook`).
     """
 
     payload: Selector | None
@@ -140,6 +139,7 @@ class Options(TypedDict, total=False):
     cache_size: int
     clock: Clock
     clock_skew_seconds: float
+    on_replay: OnReplay | None
 
 
 def idempotent(

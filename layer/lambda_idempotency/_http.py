@@ -30,7 +30,7 @@ from ._errors import (
 )
 from ._keys import Selector
 from ._log import emit
-from ._protocol import Idempotency
+from ._protocol import Idempotency, OnReplay
 from ._tenant import authorizer_principal  # noqa: F401 (its former home; still importable)
 from ._tenant import principal_or_anonymous as _principal_or_anonymous
 
@@ -400,6 +400,14 @@ class _Replayed:
         self.response = response
 
 
+def _marker(on_replay: OnReplay | None) -> OnReplay:
+    """The user's hook first (it sees the stored response), then our mark on what it
+    returns: `Idempotent-Replayed` is part of the contract whatever the hook does."""
+    if on_replay is None:
+        return lambda response, info: _Replayed(response)
+    return lambda response, info: _Replayed(on_replay(response, info))
+
+
 # -- the decorator ----------------------------------------------------------------------
 
 
@@ -423,6 +431,7 @@ def idempotent_http(
     store_status: status -> bool; responses it refuses (default: 5xx) are not stored and
         their key is released, so the retry runs again.
     header: the header's name, matched in any case.
+    on_replay: as for `idempotent`; what it returns is then marked `Idempotent-Replayed`.
     options: as for `idempotent` (`store`, `ttl_seconds`, ...); `payload` replaces the
         fingerprint (method, path, body) with a selector over the event, None turns it off.
     """
@@ -432,6 +441,7 @@ def idempotent_http(
         if name in options:
             raise ConfigurationError(f"idempotent_http takes {instead}=, not {name}=")
     scope = options.pop("scope", _principal_or_anonymous)
+    on_replay = options.pop("on_replay", None)
     payload: Callable[[HttpRequest], Any] | None = HttpRequest.fingerprint
     if "payload" in options:
         chosen = options.pop("payload")
@@ -449,7 +459,7 @@ def idempotent_http(
             "key_required": required,
             "store_result": lambda response: store_status(status_of(response)),
         }
-        engine = build_engine(handler, key=key, on_replay=_Replayed, **settings)
+        engine = build_engine(handler, key=key, on_replay=_marker(on_replay), **settings)
 
         @functools.wraps(handler)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R | HttpResponse:

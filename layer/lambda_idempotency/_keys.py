@@ -8,8 +8,9 @@ and `payload_hash`, and so do the log lines.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from . import _canonical
 from ._errors import ConfigurationError, PayloadInvalidError
@@ -125,6 +126,31 @@ def _sha256(value: Any, role: str) -> str:
         raise PayloadInvalidError(f"the selected {role} cannot be fingerprinted: {exc}") from exc
 
 
+def default_namespace(function: Callable[..., Any]) -> str:
+    """Function name, module and qualified name: every SAM sample is `app.lambda_handler`, so
+    the Lambda function's name keeps two functions sharing a table apart."""
+    lambda_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "")
+    module = getattr(function, "__module__", "")
+    qualname = getattr(function, "__qualname__", type(function).__qualname__)
+    return f"{lambda_name}.{module}.{qualname}" if lambda_name else f"{module}.{qualname}"
+
+
+class KeyLayout(Protocol):
+    """How a store's records are keyed: what a decorator asks its store's layout for."""
+
+    supports_scope: bool
+    """Whether a scope (tenant) can enter the key."""
+
+    def namespace(self, function: Callable[..., Any], given: str | None) -> str:
+        """The key prefix for a decorated function, resolved once at decoration."""
+
+    def record_key(self, namespace: str, scope: Any, key: Any) -> str:
+        """The stored key of a selected key value (and scope, when the layout has one)."""
+
+    def payload_hash(self, payload: Any) -> str:
+        """The stored hash of a selected payload."""
+
+
 def key_hash(namespace: str, scope: Any, key: Any) -> str:
     """The record's `pk`. The scope (tenant) is inside the hash, so tenants never collide."""
     return f"{namespace}#{_sha256([scope, key], 'key')}"
@@ -132,3 +158,19 @@ def key_hash(namespace: str, scope: Any, key: Any) -> str:
 
 def payload_hash(payload: Any) -> str:
     return _sha256(payload, "payload")
+
+
+class NativeKeys:
+    """Our own layout: `namespace#sha256(canonical JSON of [scope, key])`."""
+
+    supports_scope = True
+
+    @staticmethod
+    def namespace(function: Callable[..., Any], given: str | None) -> str:
+        return given if given is not None else default_namespace(function)
+
+    record_key = staticmethod(key_hash)
+    payload_hash = staticmethod(payload_hash)
+
+
+NATIVE_KEYS: KeyLayout = NativeKeys()

@@ -32,10 +32,12 @@ from ._errors import (
 )
 from ._execution import Execution
 from ._log import emit
-from ._record import Record, Status
+from ._record import Record, ReplayInfo, Status
 from ._store import INLINE_RESULT_BYTES, DynamoDBStore
 
 T = TypeVar("T")
+OnReplay = Callable[[Any, ReplayInfo], Any]
+"""Called with each replayed result and what tells it apart; returns what the caller gets."""
 
 DEFAULT_LEASE_SECONDS = 900.0
 """Without a Lambda context or `lease_seconds`: Lambda's longest timeout, so no invocation
@@ -82,9 +84,11 @@ class Settings(NamedTuple):
     clock: Clock
     skew_ms: int = int(DEFAULT_CLOCK_SKEW_SECONDS * 1000)
     """Clock skew allowed between callers: leases lapse and records expire that much later."""
-    on_replay: Callable[[Any], Any] | None = None
+    on_replay: OnReplay | None = None
     """Applied to every replayed result (from the cache or the store), so a front end can
     tell a replay from a first run without per-call state on the engine."""
+    layout: _keys.KeyLayout = _keys.NATIVE_KEYS
+    """The store's way of turning a key and a payload into a record's key and hash."""
 
 
 class Idempotency:
@@ -123,7 +127,8 @@ class Idempotency:
         if cached is not None:
             self._check_payload(pk, cached.payload_hash, payload_hash)
             self._count("replayed", logging.DEBUG, pk, source="cache")
-            return self._replayed(self._decode(cached.document, cached.typed))  # type: ignore[no-any-return]
+            info = ReplayInfo(pk, cached.completed_at, "cache")
+            return self._replayed(self._decode(cached.document, cached.typed), info)  # type: ignore[no-any-return]
 
         store = self.settings.store()
         execution = Execution(pk, os.urandom(12).hex(), None)
@@ -218,10 +223,10 @@ class Idempotency:
                 raise ScopeMissingError(
                     "the scope expression selected nothing; refusing to run unscoped"
                 )
-        pk = _keys.key_hash(settings.namespace, scope, key)
+        pk = settings.layout.record_key(settings.namespace, scope, key)
         if settings.payload is None:
             return pk, None
-        return pk, _keys.payload_hash(settings.payload(data))
+        return pk, settings.layout.payload_hash(settings.payload(data))
 
     def _claim(
         self, store: DynamoDBStore, execution: Execution, payload_hash: str | None, now: int
@@ -262,6 +267,8 @@ class Idempotency:
         """Retry-After is when the holder's lease lapses (on every clock within the skew
         allowance): by then the key is sure to answer. For a tombstone, a second."""
         lapses = held.lease_until or now
+        if held.lease_until is None and held.status is Status.IN_PROGRESS:
+            lapses = held.expiration * 1000  # a claim with no lease (Powertools, no context)
         if held.status is Status.IN_PROGRESS:
             lapses += self.settings.skew_ms
         retry_after = max(1, math.ceil((lapses - now) / 1000))
@@ -333,7 +340,7 @@ class Idempotency:
                     raise  # neither the enlisted writes nor the result landed; the key is free
                 completed = True
                 break
-        self._settle(execution, completed, encoded, expiration, payload_hash)
+        self._settle(execution, completed, encoded, expiration, payload_hash, completed_at)
 
     def _settle(
         self,
@@ -342,6 +349,7 @@ class Idempotency:
         encoded: _encoding.Encoded,
         expiration: int,
         payload_hash: str | None,
+        completed_at: int | None = None,
     ) -> None:
         """After the completion: count it, and keep the result warm, or report a lost lease."""
         pk = execution.key_hash or ""
@@ -355,7 +363,9 @@ class Idempotency:
                 )
             return
         if self.cache is not None and encoded.document is not None:
-            entry = CachedResult(expiration, payload_hash, encoded.document, encoded.typed)
+            entry = CachedResult(
+                expiration, payload_hash, encoded.document, encoded.typed, completed_at
+            )
             self.cache.put(pk, entry)
         self._count("executed", logging.DEBUG, pk)
 
@@ -414,10 +424,14 @@ class Idempotency:
             ) from exc
         if self.cache is not None:
             self.cache.put(
-                record.pk, CachedResult(record.expiration, record.payload_hash, document, typed)
+                record.pk,
+                CachedResult(
+                    record.expiration, record.payload_hash, document, typed, record.completed_at
+                ),
             )
         self._count("replayed", logging.DEBUG, record.pk, source="store")
-        return self._replayed(self._decode(document, typed))
+        info = ReplayInfo(record.pk, record.completed_at, "store")
+        return self._replayed(self._decode(document, typed), info)
 
     def _wait(
         self, store: DynamoDBStore, held: Record, payload_hash: str | None, deadline_ms: int
@@ -508,9 +522,9 @@ class Idempotency:
     def _decode(self, document: bytes, typed: bool) -> Any:
         return _encoding.rehydrate(_encoding.loads(document, typed), self._return_type())
 
-    def _replayed(self, result: Any) -> Any:
+    def _replayed(self, result: Any, info: ReplayInfo) -> Any:
         on_replay = self.settings.on_replay
-        return result if on_replay is None else on_replay(result)
+        return result if on_replay is None else on_replay(result, info)
 
     def _count(self, outcome: str, level: int, pk: str | None, **fields: Any) -> None:
         self.stats[outcome] += 1
@@ -520,14 +534,22 @@ class Idempotency:
         if not self._warned_disabled:
             self._warned_disabled = True
             warnings.warn(
-                f"IDEMPOTENCY_DISABLED is set: {self.settings.namespace} runs without protection",
+                f"IDEMPOTENCY_DISABLED (or POWERTOOLS_IDEMPOTENCY_DISABLED) is set: "
+                f"{self.settings.namespace} runs without protection",
                 RuntimeWarning,
                 stacklevel=4,
             )
 
 
+TRUTHY = ("1", "y", "yes", "t", "true", "on")
+"""What Powertools' strtobool reads as true, so its users' test settings keep working."""
+
+
 def _disabled() -> bool:
-    return os.environ.get("IDEMPOTENCY_DISABLED", "").lower() in ("1", "true", "yes")
+    return (
+        os.environ.get("IDEMPOTENCY_DISABLED", "").lower() in ("1", "true", "yes")
+        or os.environ.get("POWERTOOLS_IDEMPOTENCY_DISABLED", "").lower() in TRUTHY
+    )
 
 
 def _answer_budget_ms(context: Any, lease_ms: int) -> int:

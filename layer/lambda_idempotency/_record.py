@@ -7,7 +7,7 @@ frozen dataclass costs about 0.4 ms to define, and every cold start pays for it.
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 
 class Status(enum.Enum):
@@ -56,3 +56,15 @@ class Record(NamedTuple):
     def lease_lapsed(self, now_ms: int, skew_ms: int = 0) -> bool:
         """The holder's lease ended even on a clock `skew_ms` behind ours."""
         return self.lease_until is not None and self.lease_until < now_ms - skew_ms
+
+
+class ReplayInfo(NamedTuple):
+    """What `on_replay` is told about a replay, beside the result."""
+
+    key_hash: str
+    """The record's key, as stored and logged."""
+    completed_at: int | None
+    """Epoch milliseconds of the first run's completion; None when the record does not say
+    (records written by Powertools, or before this field existed)."""
+    source: Literal["cache", "store"]
+    """Where the result came from: this container's warm cache, or the table."""

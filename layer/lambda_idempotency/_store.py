@@ -23,12 +23,13 @@ import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, Unpack
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ._encoding import CHUNKED
 from ._errors import CompletionConflictError, ConfigurationError, StoreError
+from ._keys import NATIVE_KEYS, KeyLayout
 from ._record import AttributeNames, Record, Status
 from ._version import VERSION
 
@@ -110,6 +111,21 @@ RETRYABLE_CANCELLATIONS = frozenset(
 """Cancellation reasons of a transaction that may succeed when sent again."""
 
 
+class PowertoolsOptions(TypedDict, total=False):
+    """`layout="powertools"` only: DynamoDBPersistenceLayer's attribute names, and the key
+    prefix and hash function of IdempotencyConfig and its decorators (same names, same
+    defaults)."""
+
+    key_attr: str
+    key_prefix: str | None
+    hash_function: str
+    expiry_attr: str
+    in_progress_expiry_attr: str
+    status_attr: str
+    data_attr: str
+    validation_key_attr: str
+
+
 def _default_client(endpoint_url: str | None, region_name: str | None) -> DynamoDBClient:
     import boto3
     from botocore.config import Config
@@ -137,7 +153,29 @@ class DynamoDBStore:
 
     `table_name` defaults to the `IDEMPOTENCY_TABLE` environment variable. Pass `client` to
     reuse or instrument a boto3 DynamoDB client; otherwise one is created on first use.
+
+    `sort_key_attr` keeps the records in a table with a composite key (single-table
+    designs): the partition key holds `static_pk_value` (default
+    `idempotency#<AWS_LAMBDA_FUNCTION_NAME>`), the sort key the record's key. Every record
+    then shares one partition, bound to DynamoDB's per-partition throughput.
+
+    `layout="powertools"` reads and writes the records of Powertools for AWS Lambda's
+    idempotency utility, on its table, with its option names (see docs/migrating.md).
     """
+
+    layout: KeyLayout = NATIVE_KEYS
+    """How the decorators using this store hash keys and payloads into records."""
+    _layout_name = "native"
+    _in_progress_text = Status.IN_PROGRESS.value
+
+    def __new__(cls, *args: Any, layout: str = "native", **options: Any) -> DynamoDBStore:
+        if layout == "powertools" and cls is DynamoDBStore:
+            from ._powertools_layout import PowertoolsStore
+
+            return super().__new__(PowertoolsStore)
+        if layout not in ("native", "powertools"):
+            raise ConfigurationError(f"layout must be 'native' or 'powertools', not {layout!r}")
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -147,7 +185,18 @@ class DynamoDBStore:
         attribute_names: AttributeNames | None = None,
         endpoint_url: str | None = None,
         region_name: str | None = None,
+        layout: str = "native",
+        sort_key_attr: str | None = None,
+        static_pk_value: str | None = None,
+        **powertools: Unpack[PowertoolsOptions],
     ) -> None:
+        if layout != self._layout_name:
+            raise ConfigurationError(f"{type(self).__name__} has no layout {layout!r}")
+        if powertools and layout == "native":
+            raise ConfigurationError(
+                f"{', '.join(sorted(powertools))}: only for layout='powertools'; the native "
+                "layout names its attributes with attribute_names="
+            )
         resolved = table_name if table_name is not None else os.environ.get("IDEMPOTENCY_TABLE")
         if not resolved:
             raise ConfigurationError(
@@ -155,6 +204,14 @@ class DynamoDBStore:
             )
         self.table_name = resolved
         self.names = attribute_names if attribute_names is not None else AttributeNames()
+        if sort_key_attr is not None and sort_key_attr in self.names:
+            raise ConfigurationError(f"sort_key_attr {sort_key_attr!r} names another attribute")
+        self.sort_key_attr = sort_key_attr
+        self.static_pk_value = (
+            static_pk_value
+            if static_pk_value is not None
+            else f"idempotency#{os.environ.get('AWS_LAMBDA_FUNCTION_NAME', '')}"
+        )
         self._client = client
         self._endpoint_url = endpoint_url
         self._region_name = region_name
@@ -189,7 +246,7 @@ class DynamoDBStore:
         """
         names = self.names
         item: dict[str, Any] = {
-            names.pk: {"S": pk},
+            **self._key(pk),
             names.status: {"S": Status.IN_PROGRESS.value},
             names.expiration: {"N": str(expiration_s)},
             names.lease_until: {"N": str(lease_until_ms)},
@@ -252,7 +309,7 @@ class DynamoDBStore:
         DynamoDB answers a repeat of one that landed without applying it twice."""
         names = self.names
         item: dict[str, Any] = {
-            names.pk: {"S": pk},
+            **self._key(pk),
             names.status: {"S": Status.COMPLETED.value},
             names.expiration: {"N": str(expiration_s)},
             names.owner: {"S": owner},
@@ -287,7 +344,7 @@ class DynamoDBStore:
             {_CONDITION_FAILED},
             TableName=self.table_name,
             Item={
-                names.pk: {"S": pk},
+                **self._key(pk),
                 names.status: {"S": Status.RELEASED.value},
                 names.owner: {"S": owner},
                 names.lease_until: {"N": str(now_ms)},
@@ -314,7 +371,7 @@ class DynamoDBStore:
                 first, min(len(result), first + CHUNK_BYTES * BATCH_WRITE_ITEMS), CHUNK_BYTES
             ):
                 item = {
-                    names.pk: {"S": _chunk_pk(pk, owner, count)},
+                    **self._key(_chunk_pk(pk, owner, count)),
                     names.expiration: {"N": str(expiration_s)},
                     names.result: {"B": result[start : start + CHUNK_BYTES]},
                 }
@@ -337,7 +394,7 @@ class DynamoDBStore:
             pk,
             set(),
             TableName=self.table_name,
-            Key={self.names.pk: {"S": pk}},
+            Key=self._key(pk),
             ConsistentRead=True,
         )
         item = response.get("Item")
@@ -345,9 +402,7 @@ class DynamoDBStore:
 
     def delete(self, pk: str) -> None:
         """Remove a record unconditionally (operators only: it breaks the fence)."""
-        self._send(
-            "delete_item", pk, set(), TableName=self.table_name, Key={self.names.pk: {"S": pk}}
-        )
+        self._send("delete_item", pk, set(), TableName=self.table_name, Key=self._key(pk))
 
     def scan_stuck(
         self, *, claimed_before_ms: int, now_ms: int, page_size: int | None = None
@@ -367,7 +422,7 @@ class DynamoDBStore:
                 "#claimed_at": names.claimed_at,
             },
             "ExpressionAttributeValues": {
-                ":in_progress": {"S": Status.IN_PROGRESS.value},
+                ":in_progress": {"S": self._in_progress_text},
                 ":now_s": {"N": str(now_ms // 1000)},
                 ":before": {"N": str(claimed_before_ms)},
             },
@@ -395,17 +450,16 @@ class DynamoDBStore:
             return blob
         pointer = json.loads(blob[1:])
         keys = [
-            {self.names.pk: {"S": _chunk_pk(record.pk, pointer["owner"], i)}}
-            for i in range(pointer["count"])
+            self._key(_chunk_pk(record.pk, pointer["owner"], i)) for i in range(pointer["count"])
         ]
         # Chunks are immutable and written before the record names them: an eventually
         # consistent read either finds one whole or misses it, and only misses pay for a
         # strongly consistent read.
         parts = self._batch_get(record.pk, keys, consistent=False)
-        missing = [key for key in keys if key[self.names.pk]["S"] not in parts]
+        missing = [key for key in keys if self._pk_of(key) not in parts]
         if missing:
             parts.update(self._batch_get(record.pk, missing, consistent=True))
-        joined = b"".join(parts.get(key[self.names.pk]["S"], b"") for key in keys)
+        joined = b"".join(parts.get(self._pk_of(key), b"") for key in keys)
         if hashlib.sha256(joined).hexdigest() != pointer["sha256"]:
             raise StoreError(
                 "a chunked result is incomplete or corrupt", key_hash=record.pk, record=record
@@ -413,6 +467,15 @@ class DynamoDBStore:
         return joined
 
     # -- internals ------------------------------------------------------------------------
+
+    def _key(self, pk: str) -> dict[str, Any]:
+        """The item's primary key: `pk` alone, or under the static partition value."""
+        if self.sort_key_attr is None:
+            return {self.names.pk: {"S": pk}}
+        return {self.names.pk: {"S": self.static_pk_value}, self.sort_key_attr: {"S": pk}}
+
+    def _pk_of(self, item: Mapping[str, Any]) -> str:
+        return str(item[self.sort_key_attr or self.names.pk]["S"])
 
     def _batch_get(
         self, pk: str, keys: list[dict[str, Any]], *, consistent: bool
@@ -423,7 +486,7 @@ class DynamoDBStore:
         for attempt in range(UNPROCESSED_ATTEMPTS):
             response, _ = self._send("batch_get_item", pk, set(), RequestItems=request)
             for item in response.get("Responses", {}).get(self.table_name, []):
-                parts[item[names.pk]["S"]] = item[names.result]["B"]
+                parts[self._pk_of(item)] = item[names.result]["B"]
             request = response.get("UnprocessedKeys") or {}
             if not request:
                 break
@@ -527,7 +590,7 @@ class DynamoDBStore:
 
     def _record(self, item: Mapping[str, Any]) -> Record:
         names = self.names
-        pk = item[names.pk]["S"]
+        pk = self._pk_of(item)
         try:
             status = Status(item[names.status]["S"])
         except (KeyError, ValueError) as exc:

@@ -14,7 +14,11 @@ def marking_engine(store: DynamoDBStore, **options: Any) -> Any:
         return {"charged": event["amount"]}
 
     return build_engine(
-        charge, key="id", store=store, on_replay=lambda result: ("replayed", result), **options
+        charge,
+        key="id",
+        store=store,
+        on_replay=lambda result, info: ("replayed", result),
+        **options,
     )
 
 
