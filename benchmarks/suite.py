@@ -36,9 +36,11 @@ def run(
     only: Iterable[str] = SECTIONS,
     command: str = "make bench",
     log: Callable[[str], None] = _log,
+    draw: bool = True,
 ) -> Path:
-    """Measure, then write `benchmarks.md` and `benchmarks.png` into `out_dir`. Starts its own
-    DynamoDB Local unless given an endpoint. Returns the report's path."""
+    """Measure, then write `benchmarks.md` and (with `draw`, which needs matplotlib)
+    `benchmarks.png` into `out_dir`. Starts its own DynamoDB Local unless given an endpoint.
+    Returns the report's path."""
     wanted = set(only)
     unknown = wanted - set(SECTIONS)
     if unknown:
@@ -83,11 +85,14 @@ def run(
             log("cold start: imports in fresh interpreters, then the layer build")
             sections["cold_start"] = cold_start.section(
                 cold_start.measure_imports(plan.import_runs),
-                cold_start.build_layer(install_requirements=plan.build_layer_requirements),
+                *cold_start.measure_layer(
+                    runs=plan.layer_import_runs,
+                    install_requirements=plan.build_layer_requirements,
+                ),
             )
         if "storage" in wanted:
             log("storage and cost")
-            sections["storage"] = storage.section(storage.measure(endpoint_url, plan.storage_sizes))
+            sections["storage"] = storage.section(storage.measure(endpoint_url, plan.storage_cases))
         if "contention" in wanted:
             log("contention")
             sections["contention"] = contention.section(
@@ -119,12 +124,14 @@ def run(
         machine = describe_machine()
     out_dir.mkdir(parents=True, exist_ok=True)
     log("writing the chart and the report")
-    chart.render(sections, out_dir / CHART_NAME)
+    figure = chart.plan(sections)
+    if draw:
+        chart.render(figure, out_dir / CHART_NAME)
     ordered = [sections[name] for name in SECTIONS if name in sections]
     text = report.render(
         machine=machine,
         sections=ordered,
-        chart_file=CHART_NAME,
+        chart_file=CHART_NAME if draw else None,
         command=command,
         wall_seconds=time.perf_counter() - started,
     )
