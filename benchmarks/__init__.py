@@ -5,11 +5,12 @@ machine, in the same process where it matters, and writes `docs/benchmarks.md` w
 Every number is a ratio or a median of interleaved runs, because the machine is shared and
 absolute timings are noisy. Sections, one module each:
 
-    cpu          CPU per invocation, DynamoDB answered from a recording (botocore still works)
+    cpu          CPU per invocation (logging unconfigured and at INFO), DynamoDB answered from a
+                 recording (botocore still works), and peak heap per invocation path
     round_trips  requests per scenario, counted with botocore's event hooks
     latency      end-to-end p50 / p99 on DynamoDB Local over loopback
-    cold_start   import time over boto3, and the built layer's size
-    storage      stored item size and consumed write capacity for 1 KB .. 1 MB results
+    cold_start   import time over boto3: from the SAM-built layer without bytecode, and installed
+    storage      stored bytes, round trips and capacity (DynamoDB's rules), 1 KB .. 5.8 MB results
     contention   64 concurrent duplicates of one key
     throughput   distinct-key invocations per second against raw PutItem
 

@@ -23,6 +23,9 @@ def main() -> None:
         "--only", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}"
     )
     parser.add_argument("--endpoint", help="use this DynamoDB Local instead of starting one")
+    parser.add_argument(
+        "--no-chart", action="store_true", help="write the report only (no matplotlib needed)"
+    )
     args = parser.parse_args()
     plan = Plan.smoke() if args.smoke else Plan()
     command = "make bench" if not args.smoke else "python -m benchmarks --smoke"
@@ -32,6 +35,7 @@ def main() -> None:
         endpoint_url=args.endpoint,
         only=[name.strip() for name in args.only.split(",") if name.strip()],
         command=command,
+        draw=not args.no_chart,
     )
     print(path)
 

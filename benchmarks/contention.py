@@ -131,6 +131,8 @@ def section(results: dict[str, list[Trial]], *, callers: int, work_seconds: floa
             {
                 "label": label,
                 "answered": answered,
+                "answered_min": min(run.all_answered for run in runs),
+                "answered_max": max(run.all_answered for run in runs),
                 "results": statistics.median(run.results for run in runs),
             }
         )

@@ -29,6 +29,8 @@ class Latency:
     p50: float
     p99: float
     calls: int
+    minimum: float = 0.0
+    maximum: float = 0.0
 
 
 def measure_scenario(
@@ -51,7 +53,13 @@ def measure_scenario(
                 samples[subject.contender.slug].append(time.perf_counter() - start)
                 subject.check(outcome)
     return {
-        slug: Latency(percentile(values, 0.50), percentile(values, 0.99), len(values))
+        slug: Latency(
+            percentile(values, 0.50),
+            percentile(values, 0.99),
+            len(values),
+            min(values),
+            max(values),
+        )
         for slug, values in samples.items()
     }
 
@@ -86,6 +94,8 @@ def section(results: dict[str, dict[str, Latency]]) -> Section:
                 "title": scenario.title,
                 "ours": [ours.p50, ours.p99],
                 "powertools": [theirs.p50, theirs.p99],
+                "ours_spread": [ours.minimum, ours.p50, ours.maximum],
+                "powertools_spread": [theirs.minimum, theirs.p50, theirs.maximum],
             }
         )
     return Section(

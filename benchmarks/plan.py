@@ -4,20 +4,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .storage import CASES as STORAGE_CASES
+
 
 @dataclass(frozen=True)
 class Plan:
-    cpu_rounds: int = 50
-    cpu_chunk: int = 60
+    cpu_rounds: int = 25
+    cpu_chunk: int = 40
     latency_calls: int = 500
-    import_runs: int = 21
+    import_runs: int = 15
+    layer_import_runs: int = 15
     build_layer_requirements: bool = True
-    storage_sizes: tuple[int, ...] = (1024, 100 * 1024, 1024 * 1024)
+    storage_cases: tuple[tuple[str, int], ...] = STORAGE_CASES
     contention_callers: int = 64
     contention_trials: int = 5
     contention_work_seconds: float = 0.2
     throughput_threads: tuple[int, ...] = (1, 4, 16)
-    throughput_seconds: float = 2.0
+    throughput_seconds: float = 1.5
     throughput_repeats: int = 3
     fingerprint_bytes: int = 6 * 1024 * 1024
     fingerprint_rounds: int = 3
@@ -30,8 +33,9 @@ class Plan:
             cpu_chunk=3,
             latency_calls=3,
             import_runs=1,
+            layer_import_runs=1,
             build_layer_requirements=False,
-            storage_sizes=(1024, 1024 * 1024),
+            storage_cases=(("repetitive", 1024), ("random", 600 * 1024)),
             contention_callers=4,
             contention_trials=1,
             contention_work_seconds=0.05,

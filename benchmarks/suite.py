@@ -48,6 +48,14 @@ def _log(message: str) -> None:
     print(f"[bench {time.perf_counter() - _START:5.0f} s] {message}", file=sys.stderr, flush=True)
 
 
+def _check_sections(only: Iterable[str]) -> set[str]:
+    wanted = set(only)
+    unknown = wanted - set(SECTIONS)
+    if unknown:
+        raise ValueError(f"unknown sections: {', '.join(sorted(unknown))}")
+    return wanted
+
+
 def run(
     plan: Plan,
     out_dir: Path,
@@ -56,13 +64,12 @@ def run(
     only: Iterable[str] = SECTIONS,
     command: str = "make bench",
     log: Callable[[str], None] = _log,
+    draw: bool = True,
 ) -> Path:
-    """Measure, then write `benchmarks.md` and `benchmarks.png` into `out_dir`. Starts its own
-    DynamoDB Local unless given an endpoint. Returns the report's path."""
-    wanted = set(only)
-    unknown = wanted - set(SECTIONS)
-    if unknown:
-        raise ValueError(f"unknown sections: {', '.join(sorted(unknown))}")
+    """Measure, then write `benchmarks.md` and (with `draw`, which needs matplotlib)
+    `benchmarks.png` into `out_dir`. Starts its own DynamoDB Local unless given an endpoint.
+    Returns the report's path."""
+    wanted = _check_sections(only)
     started = time.perf_counter()
     sections: dict[str, Section] = {}
     with contextlib.ExitStack() as stack:
@@ -103,11 +110,14 @@ def run(
             log("cold start: imports in fresh interpreters, then the layer build")
             sections["cold_start"] = cold_start.section(
                 cold_start.measure_imports(plan.import_runs),
-                cold_start.build_layer(install_requirements=plan.build_layer_requirements),
+                *cold_start.measure_layer(
+                    runs=plan.layer_import_runs,
+                    install_requirements=plan.build_layer_requirements,
+                ),
             )
         if "storage" in wanted:
             log("storage and cost")
-            sections["storage"] = storage.section(storage.measure(endpoint_url, plan.storage_sizes))
+            sections["storage"] = storage.section(storage.measure(endpoint_url, plan.storage_cases))
         if "fingerprint" in wanted:
             log("fingerprinting hostile bodies")
             sections["fingerprint"] = fingerprint.section(
@@ -145,12 +155,14 @@ def run(
         machine = describe_machine()
     out_dir.mkdir(parents=True, exist_ok=True)
     log("writing the chart and the report")
-    chart.render(sections, out_dir / CHART_NAME)
+    figure = chart.plan(sections)
+    if draw:
+        chart.render(figure, out_dir / CHART_NAME)
     ordered = [sections[name] for name in SECTIONS if name in sections]
     text = report.render(
         machine=machine,
         sections=ordered,
-        chart_file=CHART_NAME,
+        chart_file=CHART_NAME if draw else None,
         command=command,
         wall_seconds=time.perf_counter() - started,
     )

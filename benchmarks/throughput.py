@@ -89,8 +89,8 @@ def measure(
     thread_counts: tuple[int, ...],
     seconds: float,
     repeats: int,
-) -> dict[tuple[str, int], float]:
-    """(variant, threads) -> median invocations per second."""
+) -> dict[tuple[str, int], list[float]]:
+    """(variant, threads) -> invocations per second, one per repeat (in repeat order)."""
     pool = max(thread_counts)
     variants: dict[str, CallFactory] = {
         RAW: _raw_put(
@@ -111,18 +111,29 @@ def measure(
                 samples.setdefault((name, threads), []).append(
                     rate(variants[name], threads=threads, seconds=seconds)
                 )
-    return {key: statistics.median(values) for key, values in samples.items()}
+    return samples
 
 
 def section(
-    results: dict[tuple[str, int], float],
+    samples: dict[tuple[str, int], list[float]],
     *,
     thread_counts: tuple[int, ...],
     seconds: float,
     repeats: int,
 ) -> Section:
+    results = {key: statistics.median(values) for key, values in samples.items()}
     rows = []
     chart: dict[str, Any] = {
+        "spread": {
+            name: [
+                [
+                    min(v / r for v, r in zip(samples[name, t], samples[RAW, t], strict=True)),
+                    max(v / r for v, r in zip(samples[name, t], samples[RAW, t], strict=True)),
+                ]
+                for t in thread_counts
+            ]
+            for name in (OURS.name, POWERTOOLS.name)
+        },
         "threads": list(thread_counts),
         RAW: [],
         OURS.name: [],

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import string
 import threading
 import time
 from collections.abc import Callable
@@ -59,11 +60,17 @@ class Work:
     """
 
     def __init__(
-        self, *, fails: bool = False, seconds: float = 0.0, result_bytes: int | None = None
+        self,
+        *,
+        fails: bool = False,
+        seconds: float = 0.0,
+        result_bytes: int | None = None,
+        random_text: bool = False,
     ) -> None:
         self.fails = fails
         self.seconds = seconds
-        self.document = None if result_bytes is None else result_document(result_bytes)
+        make = random_text_document if random_text else result_document
+        self.document = None if result_bytes is None else make(result_bytes)
         self.executions = 0
         self._lock = threading.Lock()
         self._gate = threading.Event()
@@ -136,6 +143,19 @@ def result_document(size: int) -> dict[str, Any]:
         lines.append(line)
         approximate += len(json.dumps(line, separators=(",", ":"))) + 1
     return document
+
+
+TEXT_ALPHABET = string.ascii_letters + string.digits + " .,-"
+"""66 characters, none escaped in JSON: random text over them carries ~6 bits a character."""
+
+
+def random_text_document(size: int) -> dict[str, Any]:
+    """A JSON result of `size` bytes that is mostly high-entropy text (a free-text note, an
+    encoded token or document): what compression can do least for. Seeded."""
+    rng = random.Random(-size)
+    head = {"order_id": "ord_benchmark", "note": ""}
+    room = max(0, size - len(json.dumps(head, separators=(",", ":"))))
+    return {**head, "note": "".join(rng.choices(TEXT_ALPHABET, k=room))}
 
 
 def dynamodb_client(endpoint_url: str, *, max_pool_connections: int = 10) -> Any:

@@ -1,18 +1,26 @@
 """The benchmark suite still runs end to end (tiny counts, numbers meaningless).
 
-Benchmarks are not tests: nothing here looks at a timing. This only keeps `make bench`
-working as the library changes.
+Benchmarks are not tests: nothing here looks at a timing. This keeps `make bench` working as
+the library changes, without matplotlib (the chart's panels are checked as data), and checks
+the pieces whose numbers are exact: the emulated Lambda log line, the capacity rules, and the
+no-bytecode layer probe.
 """
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 from pathlib import Path
 
 import pytest
 
+from benchmarks import chart, storage
+from benchmarks.cold_start import built_layer, measure_layer_imports
+from benchmarks.lambda_logging import LambdaLogging
 from benchmarks.plan import Plan
 from benchmarks.suite import CHART_NAME, run
+from benchmarks.workload import create_table, dynamodb_client
 
 pytestmark = pytest.mark.dynamodb_local
 
@@ -28,17 +36,52 @@ SECTION_TITLES = (
 )
 
 
-def test_the_suite_writes_a_report_and_a_chart(
-    dynamodb_local_endpoint: str, tmp_path: Path
+# Every section once, each with its own DynamoDB Local tables, fresh interpreters and a layer
+# build: ~20 s on an idle machine, well over the suite's default 45 s on a shared one.
+@pytest.mark.timeout(180)
+def test_the_suite_writes_a_report_with_every_section(
+    dynamodb_local_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    panels: list[chart.Panel] = []
+    monkeypatch.setattr(chart, "render", lambda planned, path: panels.extend(planned))
+
     report = run(Plan.smoke(), tmp_path, endpoint_url=dynamodb_local_endpoint, log=lambda _: None)
 
     text = report.read_text(encoding="utf-8")
     for title in SECTION_TITLES:
         assert title in text
+    assert "root logger at INFO" in text
+    assert "random text" in text and "BatchWriteItem" in text  # the chunk path was taken
+    assert "computed from DynamoDB's documented rules" in text
+    assert "no bytecode" in text
     assert "**met**" in text or "**missed**" in text
-    assert (tmp_path / CHART_NAME).read_bytes().startswith(b"\x89PNG")
     assert f"![Benchmark chart]({CHART_NAME})" in text
+    assert panels[0].title.startswith("Total CPU per invocation")
+    for panel in panels:
+        assert panel.bars, panel.title
+        timed = "exact" not in panel.title
+        for bar in panel.bars:
+            if bar.value is None:
+                assert bar.note == "failed"
+            elif timed:
+                assert bar.low is not None and bar.high is not None, panel.title
+                assert bar.low <= bar.value <= bar.high, panel.title
+
+
+def test_without_drawing_the_report_links_no_chart(
+    dynamodb_local_endpoint: str, tmp_path: Path
+) -> None:
+    report = run(
+        Plan.smoke(),
+        tmp_path,
+        endpoint_url=dynamodb_local_endpoint,
+        only=["round_trips"],
+        log=lambda _: None,
+        draw=False,
+    )
+
+    assert "![Benchmark chart]" not in report.read_text(encoding="utf-8")
+    assert not (tmp_path / CHART_NAME).exists()
 
 
 def test_the_report_names_no_path_or_endpoint_of_this_machine(
@@ -50,6 +93,7 @@ def test_the_report_names_no_path_or_endpoint_of_this_machine(
         endpoint_url=dynamodb_local_endpoint,
         only=["round_trips", "storage"],
         log=lambda _: None,
+        draw=False,
     )
 
     text = report.read_text(encoding="utf-8")
@@ -57,3 +101,63 @@ def test_the_report_names_no_path_or_endpoint_of_this_machine(
     assert str(tmp_path) not in text
     assert dynamodb_local_endpoint not in text
     assert "http" not in text
+
+
+def test_the_emulated_runtime_handler_writes_lambdas_line_at_info_only() -> None:
+    logs = LambdaLogging()
+    captured = io.StringIO()
+    logs.sink.log = captured.write  # type: ignore[method-assign]
+    logs.install()
+    try:
+        logging.getLogger("lambda_idempotency").info("claimed")
+        assert captured.getvalue() == ""  # root at WARNING: a function that configures nothing
+        logs.level(logging.INFO)
+        logging.getLogger("lambda_idempotency").info("released")
+        logging.getLogger("lambda_idempotency").debug("replayed")
+    finally:
+        logs.uninstall()
+
+    level, stamp, request_id, message = captured.getvalue().split("\t")
+    assert level == "[INFO]"
+    assert stamp.endswith("Z") and "T" in stamp
+    assert request_id == "00000000-0000-0000-0000-000000000000"
+    assert message == "released\n"
+
+
+def test_capacity_rules_price_writes_reads_and_transactions(dynamodb_local_endpoint: str) -> None:
+    client = dynamodb_client(dynamodb_local_endpoint)
+    table = create_table(client, "bench-rules-smoke", "pk")
+    meter = storage.RulesMeter(client, dynamodb_local_endpoint)
+    big = {"pk": {"S": "a"}, "v": {"S": "x" * 3000}}  # 3,004 B: 3 WCU, 1 RCU
+
+    client.put_item(TableName=table, Item=big)
+    put = meter.take()
+    with pytest.raises(client.exceptions.ConditionalCheckFailedException):
+        client.put_item(
+            TableName=table,
+            Item={"pk": {"S": "a"}},
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+    refused = meter.take()
+    client.transact_write_items(
+        TransactItems=[{"Put": {"TableName": table, "Item": {"pk": {"S": "b"}}}}]
+    )
+    transaction = meter.take()
+    client.get_item(TableName=table, Key={"pk": {"S": "a"}}, ConsistentRead=True)
+    client.get_item(TableName=table, Key={"pk": {"S": "a"}})
+    client.get_item(TableName=table, Key={"pk": {"S": "missing"}}, ConsistentRead=True)
+    reads = meter.take()
+
+    assert (put.write_units, put.requests) == (3, ["PutItem"])
+    assert refused.write_units == 3  # billed on the larger item: the one that refused it
+    assert transaction.write_units == 2
+    assert reads.read_units == 1 + 0.5 + 1
+
+
+def test_the_layer_probe_imports_from_the_layer_without_bytecode() -> None:
+    with built_layer(install_requirements=False) as (layer, method):
+        imports = measure_layer_imports(layer, method, runs=1)
+
+    assert imports.bytecode_files == 0
+    assert "lambda_idempotency" in imports.from_layer["ours"]
+    assert all(len(values) == 1 for values in imports.samples.values())
