@@ -250,6 +250,8 @@ def test_an_inline_result_is_returned_as_stored(moto_store: DynamoDBStore) -> No
     assert record is not None and moto_store.load_result(record) == b"zinline"
     assert stored_result_bytes(record) == 7
     assert stored_result_bytes(record._replace(result=None)) == 0
+    # A chunk pointer that does not say its size (written before it did) counts as 0.
+    assert stored_result_bytes(record._replace(result=b'c{"owner": "A", "count": 2}')) == 0
 
 
 def complete_chunked(store: DynamoDBStore, owner: str, result: bytes) -> Any:
@@ -329,8 +331,10 @@ def test_chunks_are_read_cheaply_first_and_consistently_only_when_missed(
 def test_throttled_chunk_reads_are_asked_again_backing_off(
     moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Six requests at most, 50 ms doubling up to 1 s between them; what is still missing
+    then is read once more, strongly consistent."""
     claim(moto_store, "A")
-    result = b"\x06" * 800_000
+    result = b"\x06" * (350_000 * 6 + 10)  # seven chunks
     record = complete_chunked(moto_store, "A", result)
     real: Any = moto_store.client
     slept: list[float] = []
@@ -346,13 +350,21 @@ def test_throttled_chunk_reads_are_asked_again_backing_off(
             response["UnprocessedKeys"] = {moto_store.table_name: {**read, "Keys": keys[1:]}}
         return response
 
-    store = DynamoDBStore(
-        moto_store.table_name,
-        client=Failing(real, "batch_get_item", one_key_at_a_time),  # type: ignore[arg-type]
-    )
+    client = Failing(real, "batch_get_item", one_key_at_a_time)
+    store = DynamoDBStore(moto_store.table_name, client=client)  # type: ignore[arg-type]
 
     assert store.load_result(record) == result
-    assert slept == [0.05, 0.1]
+    assert slept == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0]
+    reads = [call["RequestItems"][store.table_name] for call in client.calls]
+    assert [(len(read["Keys"]), read["ConsistentRead"]) for read in reads] == [
+        (7, False),
+        (6, False),
+        (5, False),
+        (4, False),
+        (3, False),
+        (2, False),
+        (1, True),
+    ]
 
 
 def test_throttled_chunk_writes_are_sent_again_then_fail_retryable(
@@ -438,6 +450,27 @@ def test_a_failed_enlisted_condition_is_a_conflict_not_a_lost_lease(
         )
     assert caught.value.reasons == [{}, {"Code": "ConditionalCheckFailed"}]
     assert caught.value.key_hash == "k"
+    assert str(caught.value) == (
+        "an enlisted write's condition failed; neither it nor the result was written"
+    )
+
+
+def test_a_cancellation_that_gives_no_reasons_is_a_store_error() -> None:
+    store = failing_store(
+        "transact_write_items",
+        raising(client_error("TransactionCanceledException", operation="TransactWriteItems")),
+    )
+
+    with pytest.raises(StoreError, match=r"cancelled: $") as caught:
+        store.complete(
+            "k",
+            owner="A",
+            payload_hash=None,
+            result=b"r",
+            expiration_s=HOUR_S,
+            writes=[{"Put": {"TableName": "t", "Item": {"pk": {"S": "entry"}}}}],
+        )
+    assert caught.value.retryable is False and caught.value.key_hash == "k"
 
 
 @pytest.mark.parametrize(
@@ -467,7 +500,7 @@ def test_a_cancelled_transaction_says_why_and_whether_to_send_it_again(
         )
     assert not isinstance(caught.value, CompletionConflictError)
     assert caught.value.retryable is retryable
-    assert caught.value.code == "TransactionCanceledException"
+    assert caught.value.code == "TransactionCanceledException" and caught.value.key_hash == "k"
     assert f"cancelled: {', '.join(codes)}" in str(caught.value)
 
 
@@ -565,6 +598,33 @@ def test_a_request_botocore_cannot_build_is_refused_before_sending() -> None:
 
 
 # -- operators' scan -------------------------------------------------------------------------
+
+
+def complete_with_a_write(store: DynamoDBStore) -> Any:
+    return store.complete(
+        "k", owner="A", payload_hash=None, result=b"r", expiration_s=HOUR_S, writes=[{"Put": {}}]
+    )
+
+
+@pytest.mark.parametrize(
+    ("operation", "call", "key"),
+    [
+        ("delete_item", lambda store: store.delete("k"), "k"),
+        ("get_item", lambda store: store.get("k"), "k"),
+        ("scan", lambda store: list(store.scan_stuck(claimed_before_ms=NOW, now_ms=NOW)), None),
+        ("transact_write_items", lambda store: store.commit_writes([{"Put": {}}]), None),
+        ("transact_write_items", complete_with_a_write, "k"),
+    ],
+)
+def test_every_call_fails_as_a_store_error_naming_its_key(
+    operation: str, call: Callable[[DynamoDBStore], Any], key: str | None
+) -> None:
+    store = failing_store(operation, raising(client_error("ThrottlingException")))
+
+    with pytest.raises(StoreError) as caught:
+        call(store)
+    assert caught.value.code == "ThrottlingException" and caught.value.retryable
+    assert caught.value.key_hash == key
 
 
 def test_scan_finds_live_claims_older_than_the_cutoff(moto_store: DynamoDBStore) -> None:
