@@ -367,6 +367,28 @@ def test_throttled_chunk_reads_are_asked_again_backing_off(
     ]
 
 
+def test_a_chunk_read_answered_with_nothing_but_unprocessed_keys_is_asked_again(
+    moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    claim(moto_store, "A")
+    result = b"\x06" * 400_000
+    record = complete_chunked(moto_store, "A", result)
+    real: Any = moto_store.client
+    monkeypatch.setattr("time.sleep", lambda seconds: None)
+    throttled = [{}, {"Responses": {}}]  # DynamoDB's answers when it read none of the keys
+
+    def throttled_twice(request: dict[str, Any]) -> Any:
+        if throttled:
+            return {**throttled.pop(0), "UnprocessedKeys": request["RequestItems"]}
+        return real.batch_get_item(**request)
+
+    client = Failing(real, "batch_get_item", throttled_twice)
+    store = DynamoDBStore(moto_store.table_name, client=client)  # type: ignore[arg-type]
+
+    assert store.load_result(record) == result
+    assert len(client.calls) == 3
+
+
 def test_throttled_chunk_writes_are_sent_again_then_fail_retryable(
     moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
