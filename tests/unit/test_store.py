@@ -270,7 +270,7 @@ def test_a_chunk_whose_checksum_does_not_match_is_refused_not_replayed(
         Item={"pk": {"S": "k#chunk#A#1"}, "result": {"B": b"\x03" * 50_000}},
     )
 
-    with pytest.raises(StoreError, match="incomplete or corrupt") as caught:
+    with pytest.raises(StoreError, match="^a chunked result is incomplete or corrupt$") as caught:
         moto_store.load_result(record)
     assert caught.value.key_hash == "k" and caught.value.record == record
 
@@ -280,7 +280,7 @@ def test_a_missing_chunk_is_refused_not_replayed_short(moto_store: DynamoDBStore
     record = complete_chunked(moto_store, "A", b"\x02" * 400_000)
     moto_store.delete("k#chunk#A#1")
 
-    with pytest.raises(StoreError, match="incomplete or corrupt"):
+    with pytest.raises(StoreError, match="^a chunked result is incomplete or corrupt$"):
         moto_store.load_result(record)
 
 
@@ -375,7 +375,10 @@ def test_a_chunk_read_answered_with_nothing_but_unprocessed_keys_is_asked_again(
     record = complete_chunked(moto_store, "A", result)
     real: Any = moto_store.client
     monkeypatch.setattr("time.sleep", lambda seconds: None)
-    throttled = [{}, {"Responses": {}}]  # DynamoDB's answers when it read none of the keys
+    throttled: list[dict[str, Any]] = [
+        {},
+        {"Responses": {}},
+    ]  # DynamoDB's answers when it read none of the keys
 
     def throttled_twice(request: dict[str, Any]) -> Any:
         if throttled:
@@ -401,9 +404,10 @@ def test_throttled_chunk_writes_are_sent_again_then_fail_retryable(
     client = Failing(moto_store.client, "batch_write_item", never_processed)
     store = DynamoDBStore(moto_store.table_name, client=client)  # type: ignore[arg-type]
 
-    with pytest.raises(StoreError, match="unwritten") as caught:
+    with pytest.raises(StoreError) as caught:
         store.put_chunks("k", owner="A", result=b"\x07" * 400_000, expiration_s=HOUR_S)
 
+    assert str(caught.value) == "DynamoDB left chunks of the result unwritten (throttled)"
     assert caught.value.retryable and caught.value.code == "UnprocessedItems"
     assert caught.value.key_hash == "k"
     assert len(client.calls) == 6
@@ -622,6 +626,14 @@ def test_a_request_botocore_cannot_build_is_refused_before_sending() -> None:
 # -- operators' scan -------------------------------------------------------------------------
 
 
+CHUNKED_RECORD = Record(
+    pk="k",
+    status=Status.COMPLETED,
+    expiration=HOUR_S,
+    result=b'c{"owner": "A", "count": 1, "bytes": 1, "sha256": ""}',
+)
+
+
 def complete_with_a_write(store: DynamoDBStore) -> Any:
     return store.complete(
         "k", owner="A", payload_hash=None, result=b"r", expiration_s=HOUR_S, writes=[{"Put": {}}]
@@ -636,6 +648,12 @@ def complete_with_a_write(store: DynamoDBStore) -> Any:
         ("scan", lambda store: list(store.scan_stuck(claimed_before_ms=NOW, now_ms=NOW)), None),
         ("transact_write_items", lambda store: store.commit_writes([{"Put": {}}]), None),
         ("transact_write_items", complete_with_a_write, "k"),
+        (
+            "batch_write_item",
+            lambda store: store.put_chunks("k", owner="A", result=b"r", expiration_s=1),
+            "k",
+        ),
+        ("batch_get_item", lambda store: store.load_result(CHUNKED_RECORD), "k"),
     ],
 )
 def test_every_call_fails_as_a_store_error_naming_its_key(
