@@ -270,7 +270,7 @@ def test_a_chunk_whose_checksum_does_not_match_is_refused_not_replayed(
         Item={"pk": {"S": "k#chunk#A#1"}, "result": {"B": b"\x03" * 50_000}},
     )
 
-    with pytest.raises(StoreError, match="^a chunked result is incomplete or corrupt$") as caught:
+    with pytest.raises(StoreError, match=r"^a chunked result is incomplete or corrupt$") as caught:
         moto_store.load_result(record)
     assert caught.value.key_hash == "k" and caught.value.record == record
 
@@ -280,7 +280,7 @@ def test_a_missing_chunk_is_refused_not_replayed_short(moto_store: DynamoDBStore
     record = complete_chunked(moto_store, "A", b"\x02" * 400_000)
     moto_store.delete("k#chunk#A#1")
 
-    with pytest.raises(StoreError, match="^a chunked result is incomplete or corrupt$"):
+    with pytest.raises(StoreError, match=r"^a chunked result is incomplete or corrupt$"):
         moto_store.load_result(record)
 
 
