@@ -185,8 +185,11 @@ def test_a_record_with_a_status_we_never_write_is_refused_not_guessed(
         TableName=moto_store.table_name,
         Item={"pk": {"S": "k"}, "status": {"S": "X" * 60}, "expiration": {"N": "1"}},
     )
-    with pytest.raises(StoreError, match=repr("X" * 40)) as caught:
+    with pytest.raises(StoreError) as caught:
         moto_store.get("k")
+    assert str(caught.value) == (
+        f"the record has a status this library does not write: {'X' * 40!r}"
+    )
     assert caught.value.code == "UnknownRecordStatus" and caught.value.key_hash == "k"
     assert "X" * 41 not in str(caught.value)
 
@@ -753,8 +756,11 @@ def test_the_table_name_comes_from_the_environment_when_not_given(
     assert repr(DynamoDBStore("given")) == "DynamoDBStore(table_name='given')"
 
     monkeypatch.delenv("IDEMPOTENCY_TABLE")
-    with pytest.raises(ConfigurationError, match="no table name"):
+    with pytest.raises(ConfigurationError) as caught:
         DynamoDBStore()
+    assert str(caught.value) == (
+        "no table name: pass DynamoDBStore(table_name) or set IDEMPOTENCY_TABLE"
+    )
     with pytest.raises(ConfigurationError, match="no table name"):
         DynamoDBStore("")
 
