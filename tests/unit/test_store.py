@@ -670,6 +670,23 @@ def test_every_call_fails_as_a_store_error_naming_its_key(
     assert caught.value.key_hash == key
 
 
+def test_a_failed_consistent_reread_of_missing_chunks_names_its_key() -> None:
+    answers: list[Any] = [{"Responses": {"t": []}}, client_error("ThrottlingException")]
+
+    def missed_then_throttled(request: dict[str, Any]) -> Any:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    store = failing_store("batch_get_item", missed_then_throttled)
+
+    with pytest.raises(StoreError) as caught:
+        store.load_result(CHUNKED_RECORD)
+    assert caught.value.code == "ThrottlingException" and caught.value.key_hash == "k"
+    assert answers == []
+
+
 def test_scan_finds_live_claims_older_than_the_cutoff(moto_store: DynamoDBStore) -> None:
     def record(pk: str, status: str, expiration_s: int, claimed_at: int | None) -> None:
         found: dict[str, Any] = {
