@@ -288,12 +288,14 @@ def test_a_missing_chunk_is_refused_not_replayed_short(moto_store: DynamoDBStore
 
 
 def test_chunks_are_read_from_their_writer_only(moto_store: DynamoDBStore) -> None:
-    """A zombie (A) wrote its chunks for the same key; B's completed record replays B's."""
+    """A zombie (A) writes its chunks for the same key before and after B completed: B's
+    record replays B's result, whole."""
     claim(moto_store, "A", lease_until_ms=NOW + 1_000)
     moto_store.put_chunks("k", owner="A", result=b"\x0a" * 400_000, expiration_s=HOUR_S)
     claim(moto_store, "B", now_ms=NOW + 10_000)
 
     record = complete_chunked(moto_store, "B", b"\x0b" * 400_000)
+    moto_store.put_chunks("k", owner="A", result=b"\x0c" * 400_000, expiration_s=HOUR_S)
 
     assert moto_store.load_result(record) == b"\x0b" * 400_000
 
