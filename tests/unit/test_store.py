@@ -119,6 +119,15 @@ def test_a_refused_claim_reads_the_holder_when_the_endpoint_returns_nothing(
     assert [body.get("ConsistentRead") for body in requests.of("GetItem")] == [True]
 
 
+def test_without_a_skew_allowance_a_lease_lapses_the_millisecond_after_it_ends(
+    moto_store: DynamoDBStore,
+) -> None:
+    claim(moto_store, "A", lease_until_ms=NOW + 5_000)
+
+    assert claim(moto_store, "B", now_ms=NOW + 5_000)[0] is False
+    assert claim(moto_store, "B", now_ms=NOW + 5_001)[0] is True
+
+
 def test_the_claim_asks_for_the_holder_record_in_its_refusal(moto_store: DynamoDBStore) -> None:
     """One round trip for a refused claim: the record that holds the key comes back with it."""
     requests = Requests(moto_store.client)
@@ -653,6 +662,13 @@ def complete_with_a_write(store: DynamoDBStore) -> Any:
         ("scan", lambda store: list(store.scan_stuck(claimed_before_ms=NOW, now_ms=NOW)), None),
         ("transact_write_items", lambda store: store.commit_writes([{"Put": {}}]), None),
         ("transact_write_items", complete_with_a_write, "k"),
+        (
+            "put_item",
+            lambda store: store.complete(
+                "k", owner="A", payload_hash=None, result=b"r", expiration_s=HOUR_S
+            ),
+            "k",
+        ),
         (
             "batch_write_item",
             lambda store: store.put_chunks("k", owner="A", result=b"r", expiration_s=1),
