@@ -93,6 +93,17 @@ def test_a_claim_without_payload_hash_stores_none(moto_store: DynamoDBStore) -> 
     assert "payload_hash" not in item(moto_store)
 
 
+def test_a_refused_claim_costs_one_request(moto_store: DynamoDBStore) -> None:
+    """The holder's record comes back with the refusal: no second read."""
+    claim(moto_store, "A", payload_hash="h-1")
+    requests = Requests(moto_store.client)
+
+    won, held = claim(moto_store, "B")
+
+    assert won is False and held.owner == "A"
+    assert [name for name, _ in requests.sent] == ["PutItem"]
+
+
 def test_a_refused_claim_reads_the_holder_when_the_endpoint_returns_nothing(
     moto_store: DynamoDBStore,
 ) -> None:
