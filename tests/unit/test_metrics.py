@@ -279,6 +279,9 @@ def test_the_operations_guide_examples_write_what_it_shows(
         namespace["metrics"].clear_metrics()
         ours.handlers, ours.propagate = saved[0], saved[2]
         ours.setLevel(saved[1])
+        powertools_logger = logging.getLogger("checkout")  # bound to this test's stdout
+        powertools_logger.handlers.clear()
+        vars(powertools_logger).pop("init", None)
 
     documents = emf_lines(capsys.readouterr().out)
     namespaces = [d["_aws"]["CloudWatchMetrics"][0]["Namespace"] for d in documents]

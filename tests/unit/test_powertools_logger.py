@@ -45,7 +45,7 @@ def test_our_lines_carry_the_users_correlation_and_appended_keys(
     moto_store: DynamoDBStore, ours: logging.Logger
 ) -> None:
     output = io.StringIO()
-    logger = Logger(service="checkout", stream=output, level="INFO")
+    logger = Logger(service="logger-test-checkout", stream=output, level="INFO")
     copy_config_to_registered_loggers(source_logger=logger, include={"lambda_idempotency"})
 
     @logger.inject_lambda_context(correlation_id_path="headers.correlation")
@@ -68,7 +68,7 @@ def test_our_lines_carry_the_users_correlation_and_appended_keys(
         "released",
     ]
     for line in ours_only:
-        assert line["service"] == "checkout"
+        assert line["service"] == "logger-test-checkout"
         assert line["correlation_id"] == "c-77"
         assert line["function_request_id"] == LambdaContext.aws_request_id
         assert line["tenant"] == "acme"
