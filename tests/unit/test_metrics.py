@@ -22,6 +22,7 @@ from lambda_idempotency import (
     InProgressError,
     KeyMissingError,
     PayloadMismatchError,
+    StoreError,
     idempotent,
     idempotent_function,
     idempotent_http,
@@ -31,6 +32,7 @@ from lambda_idempotency import (
 from tests.batch_events import batch, sqs_record
 from tests.conftest import FakeClock, FakeContext
 from tests.http_events import http_event
+from tests.unit.test_decorators import FailingClient
 
 RAW_KEY = "order-secret-4242"
 RAW_PAYLOAD = "card-4111111111111111"
@@ -287,3 +289,50 @@ def test_the_operations_guide_examples_write_what_it_shows(
     namespaces = [d["_aws"]["CloudWatchMetrics"][0]["Namespace"] for d in documents]
     assert namespaces == ["LambdaIdempotency", "Payments", "Orders"]
     assert counts(documents) == {"executed": 3, "OrderShipped": 1}
+
+
+def test_the_alarmed_failures_are_counted(
+    moto_store: DynamoDBStore, clock: FakeClock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DynamoDB throttling every write: a claim fails (`store_error`, nothing ran); a
+    completion is retried until the invocation must answer (`completion_failed`)."""
+    throttled_claims = DynamoDBStore(
+        moto_store.table_name,
+        client=FailingClient(moto_store.client, {"put_item"}),  # type: ignore[arg-type]
+    )
+    throttled_completions = DynamoDBStore(
+        moto_store.table_name,
+        client=FailingClient(moto_store.client, {"put_item"}, after=1),  # type: ignore[arg-type]
+    )
+    refused = charge_handler(throttled_claims, metrics=True)
+    unfinished = charge_handler(throttled_completions, metrics=True, clock=clock)
+
+    with pytest.raises(StoreError):
+        refused(event(), FakeContext())
+    assert unfinished(event(), FakeContext(3000, clock=clock)) == {"charged": 5}
+
+    counted = counts(emf_lines(capsys.readouterr().out))
+    assert counted["store_error"] == 1
+    assert counted["completion_failed"] == 1
+    assert counted["completion_retry"] >= 3
+    assert "executed" not in counted
+
+
+class BrokenMetrics:
+    def add_metric(self, name: str, unit: str, value: float) -> None:
+        raise RuntimeError("metrics backend down")
+
+
+def test_a_failing_metrics_sink_never_changes_the_outcome(
+    moto_store: DynamoDBStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    handler = charge_handler(moto_store, metrics=BrokenMetrics())
+
+    with caplog.at_level(logging.WARNING, logger="lambda_idempotency"):
+        assert handler(event(), FakeContext()) == {"charged": 5}
+        assert handler(event(), FakeContext()) == {"charged": 5}
+
+    failures = [json.loads(r.getMessage()) for r in caplog.records]
+    assert [f["idempotency"] for f in failures] == ["metric_failed", "metric_failed"]
+    assert failures[0]["error"] == "RuntimeError"
+    assert handler.idempotency.stats["executed"] == 1

@@ -24,6 +24,13 @@ RAW_KEY = "order-secret-4242"
 TRACE_HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _close_the_sdk_socket() -> Iterator[None]:
+    """The SDK opens a UDP socket for its daemon at import and never closes it."""
+    yield
+    xray_recorder.emitter._socket.close()
+
+
 class SentToXRay:
     """An X-Ray emitter that keeps what the SDK would send to the daemon."""
 
