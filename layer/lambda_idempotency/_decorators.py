@@ -10,16 +10,18 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack
 
 from . import _encoding, _execution, _keys, _observe
 from ._cache import ResultCache
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import ConfigurationError
 from ._keys import NATIVE_KEYS, Selector
-from ._observe import MetricsOption
 from ._protocol import DEFAULT_CLOCK_SKEW_SECONDS, Idempotency, OnReplay, Settings
 from ._store import DynamoDBStore
+
+if TYPE_CHECKING:
+    from ._observe import MetricsOption
 
 P = ParamSpec("P")
 R = TypeVar("R")

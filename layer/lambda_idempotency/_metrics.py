@@ -16,10 +16,12 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._errors import ConfigurationError
-from ._observe import MetricsOption
+
+if TYPE_CHECKING:
+    from ._observe import MetricsOption
 
 DEFAULT_NAMESPACE = "LambdaIdempotency"
 FUNCTION_DIMENSION = "function_name"

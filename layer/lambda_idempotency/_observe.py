@@ -10,23 +10,24 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ._log import emit
 
-Observer = Callable[[str, str | None, dict[str, Any]], None]
+if TYPE_CHECKING:  # types only: a Protocol class costs a cold start ~0.2 ms to define
+    from collections.abc import Callable
+    from typing import Protocol, TypeAlias
 
+    Observer: TypeAlias = Callable[[str, str | None, dict[str, Any]], None]
 
-class AddsMetrics(Protocol):
-    """What `metrics=` needs of a Powertools `Metrics` (or anything alike)."""
+    class AddsMetrics(Protocol):
+        """What `metrics=` needs of a Powertools `Metrics` (or anything alike)."""
 
-    def add_metric(self, name: str, unit: str, value: float) -> Any: ...
+        def add_metric(self, name: str, unit: str, value: float) -> Any: ...
 
-
-MetricsOption = bool | str | AddsMetrics | None
-"""`metrics=`: off (None, False), our EMF lines (True, or their CloudWatch namespace), or
-through the user's Powertools `Metrics`."""
+    MetricsOption: TypeAlias = bool | str | AddsMetrics | None
+    """`metrics=`: off (None, False), our EMF lines (True, or their CloudWatch namespace),
+    or through the user's Powertools `Metrics`."""
 
 XRAY_MODULE = "aws_xray_sdk.core"
 OTEL_MODULE = "opentelemetry.trace"
