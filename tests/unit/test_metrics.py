@@ -6,11 +6,9 @@ from __future__ import annotations
 import collections
 import json
 import logging
-import re
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -260,35 +258,6 @@ def test_off_by_default_no_line_and_nothing_imported() -> None:
 def test_a_wrong_option_is_refused_at_decoration(moto_store: DynamoDBStore, wrong: Any) -> None:
     with pytest.raises(ConfigurationError, match="metrics="):
         charge_handler(moto_store, metrics=wrong)
-
-
-def test_the_operations_guide_examples_write_what_it_shows(
-    moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    operations = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
-    blocks = re.findall(r"```python\n(.*?)```", operations.read_text(encoding="utf-8"), re.DOTALL)
-    monkeypatch.setenv("IDEMPOTENCY_TABLE", moto_store.table_name)
-    namespace: dict[str, Any] = {}
-    ours = logging.getLogger("lambda_idempotency")
-    saved = ours.handlers[:], ours.level, ours.propagate
-    try:
-        exec(blocks[0], namespace)
-        namespace["charge"]({"order_id": RAW_KEY, "amount": 3}, FakeContext())
-        namespace["refund"]({"refund_id": RAW_KEY, "amount": 3}, FakeContext())
-        namespace["ship"]({"order_id": RAW_KEY}, FakeContext())
-        exec(blocks[1], namespace)  # the Logger set-up
-    finally:
-        namespace["metrics"].clear_metrics()
-        ours.handlers, ours.propagate = saved[0], saved[2]
-        ours.setLevel(saved[1])
-        powertools_logger = logging.getLogger("checkout")  # bound to this test's stdout
-        powertools_logger.handlers.clear()
-        vars(powertools_logger).pop("init", None)
-
-    documents = emf_lines(capsys.readouterr().out)
-    namespaces = [d["_aws"]["CloudWatchMetrics"][0]["Namespace"] for d in documents]
-    assert namespaces == ["LambdaIdempotency", "Payments", "Orders"]
-    assert counts(documents) == {"executed": 3, "OrderShipped": 1}
 
 
 def test_the_alarmed_failures_are_counted(
