@@ -89,7 +89,9 @@ class EmfLines:
         if name is None:
             return
         tail = self._tails.get(name) or self._tail(name)
-        sys.stdout.write(f'{{"_aws":{{"Timestamp":{time.time_ns() // 1_000_000},{tail}\n')
+        stdout = sys.stdout
+        stdout.write(f'{{"_aws":{{"Timestamp":{time.time_ns() // 1_000_000},{tail}\n')
+        stdout.flush()  # out now: a timeout or a crash after it must not lose the line
 
     def _tail(self, name: str) -> str:
         directive = {
