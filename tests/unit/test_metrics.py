@@ -229,7 +229,17 @@ def test_every_front_end_takes_the_option(
     assert RAW_KEY not in output
 
 
-def test_off_by_default_no_line_and_nothing_imported() -> None:
+def test_off_by_default_nothing_is_written(
+    moto_store: DynamoDBStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handler = charge_handler(moto_store)
+    handler(event(), FakeContext())
+    handler(event(), FakeContext())
+
+    assert capsys.readouterr().out == ""
+
+
+def test_off_by_default_nothing_is_imported() -> None:
     """A fresh interpreter, as at a cold start: no metrics module, no tracing SDK."""
     script = textwrap.dedent(
         """
