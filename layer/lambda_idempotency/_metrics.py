@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -48,8 +49,11 @@ def metric_sink(metrics: MetricsOption, namespace: str) -> MetricSink:
     if metrics is True:
         return EmfLines(DEFAULT_NAMESPACE, namespace)
     if isinstance(metrics, str):
-        if not 0 < len(metrics) <= 255 or metrics.startswith(":"):
-            raise ConfigurationError(f"metrics= is no CloudWatch namespace: {metrics!r}")
+        if not _is_namespace(metrics):
+            raise ConfigurationError(
+                f"metrics= is no CloudWatch namespace: {metrics!r} (up to 255 of A-Z a-z 0-9 "
+                "and . - _ / # : space, not starting with ':' or 'AWS/')"
+            )
         return EmfLines(metrics, namespace)
     add_metric = getattr(metrics, "add_metric", None)
     if callable(add_metric):
@@ -57,6 +61,16 @@ def metric_sink(metrics: MetricsOption, namespace: str) -> MetricSink:
     raise ConfigurationError(
         "metrics= takes True, a CloudWatch namespace, or a Powertools Metrics instance, "
         f"not {metrics!r}"
+    )
+
+
+def _is_namespace(text: str) -> bool:
+    """CloudWatch's rule: CloudWatch drops EMF lines whose namespace breaks it, silently,
+    so it is checked at decoration."""
+    return (
+        re.fullmatch(r"[0-9A-Za-z.\-_/#: ]{1,255}", text) is not None
+        and not text.isspace()
+        and not text.startswith((":", "AWS/"))
     )
 
 

@@ -264,7 +264,7 @@ def test_off_by_default_nothing_is_imported() -> None:
     assert result.stdout.splitlines() == ["[]", "['lambda_idempotency._metrics']"]
 
 
-@pytest.mark.parametrize("wrong", [42, "", ":reserved", object()])
+@pytest.mark.parametrize("wrong", [42, "", " ", ":x", "AWS/Lambda", "Zahlungen€", object()])
 def test_a_wrong_option_is_refused_at_decoration(moto_store: DynamoDBStore, wrong: Any) -> None:
     with pytest.raises(ConfigurationError, match="metrics="):
         charge_handler(moto_store, metrics=wrong)
