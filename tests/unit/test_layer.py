@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-import lambda_idempotency
 from lambda_idempotency._dev.template import LAYER_TYPE, Template
 from tests.layer_check import CACHE_TAG, DEVELOPMENT_ONLY, PACKAGE, problems, runtime_modules
 
@@ -144,15 +143,12 @@ def test_pip_installs_the_tooling_under_its_documented_names() -> None:
     from lambda_idempotency import testing
 
     assert {"FakeClock", "RoundTrips", "idempotency_store_moto"} <= set(testing.__all__)
-    completed = subprocess.run(
-        [sys.executable, "-m", "lambda_idempotency", "--help"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    )
-    assert "run-samples" in completed.stdout
-    assert Path(lambda_idempotency.__file__).parent == LAYER_SOURCE / PACKAGE
+    command = Path(sys.executable).with_name("lambda-idempotency")
+    for argv in ([sys.executable, "-m", "lambda_idempotency"], [str(command)]):
+        completed = subprocess.run(
+            [*argv, "--help"], capture_output=True, text=True, check=True, timeout=30
+        )
+        assert "run-samples" in completed.stdout
 
 
 def test_the_template_lists_only_the_runtime_the_layers_bytecode_is_for() -> None:
