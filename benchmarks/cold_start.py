@@ -33,7 +33,7 @@ IMPORT_BUDGET_SECONDS = 0.005
 ROOT = Path(__file__).resolve().parents[1]
 LAYER_SOURCE = ROOT / "layer"
 SAM = ROOT / ".tools" / "sam" / "bin" / "sam"
-"""The SAM CLI `make sam-check` (and `make bench`) installs; without it the build is emulated."""
+"""The SAM CLI `make sam-check` (and `make bench`) installs; without it, layer/Makefile builds."""
 LAYER_RESOURCE = "IdempotencyLayer"
 DEV_MODULES = ("_dev", "testing", "__main__")
 """Development tooling (the `_dev` subpackage and its two public doors) that must never be on
@@ -192,6 +192,8 @@ class LayerImports:
     """Our modules imported from the layer as shipped that had no bytecode in it (must be none)."""
     bytecode_files: int
     """.pyc files in the layer as built."""
+    unchecked_bytecode_files: int
+    """Of which hash-based and unchecked (PEP 552): valid whatever the sources' timestamps."""
     bytecode_written: int
     """.pyc files that appeared in the layer during the runs (must be 0: /opt is read-only)."""
     method: str
@@ -265,6 +267,11 @@ def _bytecode_files(folder: Path) -> set[Path]:
     return set(folder.rglob("*.pyc"))
 
 
+def _unchecked_hash(pyc: Path) -> bool:
+    with pyc.open("rb") as header:
+        return int.from_bytes(header.read(8)[4:8], "little") == 0b01
+
+
 @contextlib.contextmanager
 def _read_only(layer: Path) -> Iterator[None]:
     """Every folder of the layer read-only while the probes run, as /opt is (root ignores the
@@ -299,6 +306,7 @@ def measure_layer_imports(layer: Path, method: str, runs: int) -> LayerImports:
     first on `sys.path`, read-only, no bytecode written (`-B`, PYTHONDONTWRITEBYTECODE). Then
     our import again, `runs` times, with our package's bytecode removed (the reference row)."""
     shipped = _bytecode_files(layer)
+    unchecked = sum(1 for pyc in shipped if _unchecked_hash(pyc))
     samples: dict[str, list[float]] = {probe: [] for probe in LAYER_PROBES}
     cpu: dict[str, list[float]] = {probe: [] for probe in LAYER_PROBES}
     boto3: list[float] = []
@@ -335,6 +343,7 @@ def measure_layer_imports(layer: Path, method: str, runs: int) -> LayerImports:
         modules=modules,
         without_bytecode=sorted(without_bytecode),
         bytecode_files=len(shipped),
+        unchecked_bytecode_files=unchecked,
         bytecode_written=written,
         method=method,
     )
@@ -416,16 +425,17 @@ def section(imports: ImportTimes, built: LayerImports, layer: LayerSize) -> Sect
         ],
         caption=(
             f"**As Lambda loads the layer**: built by {built.method}, with the bytecode it "
-            f"ships ({built.bytecode_files} .pyc files, compiled for Python 3.11, hash-based "
-            "and unchecked); the built `python/` folder first on `sys.path`, read-only, every "
-            "interpreter started with `-B` and `PYTHONDONTWRITEBYTECODE=1` (bytecode written "
-            f"during the runs: {built.bytecode_written} files; our modules imported without "
-            f"bytecode in the layer: {', '.join(built.without_bytecode) or 'none'}). {runs} "
-            "fresh interpreters per row; `import boto3` (from the environment, compiled, as "
-            f"the runtime's is) took {milliseconds(built.boto3)} (median). The last row "
-            "removes our package's bytecode first: what each cold start paid when SAM's "
-            "python3.11 build method shipped only .py files. CPU is the interpreter's user "
-            "and system time for the same lines, steadier than wall time on a shared machine."
+            f"ships ({built.bytecode_files} .pyc files, {built.unchecked_bytecode_files} of "
+            "them hash-based and unchecked); the built `python/` folder first on `sys.path`, "
+            "read-only, every interpreter started with `-B` and `PYTHONDONTWRITEBYTECODE=1` "
+            f"(bytecode written during the runs: {built.bytecode_written} files; our modules "
+            "imported without bytecode in the layer: "
+            f"{', '.join(built.without_bytecode) or 'none'}). {runs} fresh interpreters per "
+            "row; `import boto3` (from the environment, compiled, as the runtime's is) took "
+            f"{milliseconds(built.boto3)} (median). The last row removes our package's "
+            "bytecode first: what each cold start paid when SAM's python3.11 build method "
+            "shipped only .py files. CPU is the interpreter's user and system time for the "
+            "same lines, steadier than wall time on a shared machine."
         ),
     )
     imports_table = Table(

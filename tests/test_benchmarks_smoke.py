@@ -159,6 +159,7 @@ def test_the_layer_probe_imports_the_layers_own_bytecode_and_writes_none() -> No
         imports = measure_layer_imports(layer, method, runs=1)
 
     assert imports.bytecode_files > 0
+    assert imports.unchecked_bytecode_files == imports.bytecode_files
     assert imports.bytecode_written == 0
     assert imports.without_bytecode == []
     assert "lambda_idempotency" in imports.from_layer["ours"]
