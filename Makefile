@@ -19,7 +19,7 @@ $(BIN)/.installed: pyproject.toml
 	touch $@
 
 $(DYNAMODB_LOCAL_HOME)/.installed: $(BIN)/.installed
-	$(BIN)/python -c 'from lambda_idempotency._dynamodb_local import install; print("DynamoDB Local in", install())'
+	$(BIN)/python -c 'from lambda_idempotency._dev.dynamodb_local import install; print("DynamoDB Local in", install())'
 	touch $@
 
 setup: $(BIN)/.installed $(DYNAMODB_LOCAL_HOME)/.installed
@@ -42,10 +42,12 @@ $(SAM_VENV)/bin/sam:
 	$(PYTHON) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/python -m pip install --quiet 'aws-sam-cli>=1.130'
 
-## The template lints clean and builds (layer from layer/, functions from functions/).
+## The template lints clean and builds (the layer by layer/Makefile, functions from
+## functions/), and the built layer has bytecode for every module and no development tooling.
 sam-check: $(SAM_VENV)/bin/sam
 	$(SAM_VENV)/bin/sam validate --lint
 	$(SAM_VENV)/bin/sam build --build-dir .aws-sam/build
+	$(PYTHON) -m tests.layer_check .aws-sam/build/IdempotencyLayer/python
 
 $(BIN)/.bench-installed: $(BIN)/.installed
 	$(BIN)/python -m pip install --quiet -e '.[bench]'

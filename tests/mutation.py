@@ -113,7 +113,7 @@ def _mutmut() -> str:
 
 
 def main(argv: list[str]) -> int:
-    from lambda_idempotency._dynamodb_local import DynamoDBLocal
+    from lambda_idempotency._dev.dynamodb_local import DynamoDBLocal
 
     module = argv[0] if argv else None
     link = ROOT / "src"

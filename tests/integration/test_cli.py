@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from lambda_idempotency import DynamoDBStore, _cli, _keys, idempotent
+from lambda_idempotency import DynamoDBStore, _keys, idempotent
+from lambda_idempotency._dev import cli
 from tests.conftest import local_client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +28,7 @@ def fresh_tables(dynamodb_local_endpoint: str, monkeypatch: Any) -> Any:
 
 
 def run(capsys: Any, *argv: str) -> tuple[int, str, str]:
-    status = _cli.main(list(argv))
+    status = cli.main(list(argv))
     captured = capsys.readouterr()
     return status, captured.out, captured.err
 
@@ -81,7 +82,7 @@ def completed_and_stuck_records(store: DynamoDBStore) -> tuple[str, str, str]:
 
     handler({"order_id": "o-1"}, None)
     completed = _keys.key_hash("Charge.app.handler", None, "o-1")
-    now = _cli._now_ms()
+    now = cli._now_ms()
     old, fresh = "ns#old-stuck", "ns#fresh"
     for pk, claimed in ((old, now - 3_600_000), (fresh, now)):
         store.claim(
@@ -205,7 +206,7 @@ def test_no_credentials_is_one_clear_line(capsys: Any, monkeypatch: Any, tmp_pat
 def test_invoke_against_moto_server(capsys: Any, monkeypatch: Any) -> None:
     from moto.server import ThreadedMotoServer
 
-    from lambda_idempotency._dynamodb_local import free_port
+    from lambda_idempotency._dev.dynamodb_local import free_port
 
     monkeypatch.chdir(ROOT)
     port = free_port()

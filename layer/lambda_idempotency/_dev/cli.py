@@ -25,14 +25,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._errors import IdempotencyError, StoreError
+from .._errors import IdempotencyError, StoreError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from ._record import Record
-    from ._store import DynamoDBStore
-    from ._template import TableSpec, Template
+    from .._record import Record
+    from .._store import DynamoDBStore
+    from .template import TableSpec, Template
 
 
 class CommandError(Exception):
@@ -75,7 +75,7 @@ def create_table(client: DynamoDBClient, table: TableSpec) -> bool:
 
 
 def _template(args: argparse.Namespace) -> Template:
-    from ._template import Template
+    from .template import Template
 
     return Template(args.template)
 
@@ -92,7 +92,7 @@ def _cmd_create_table(args: argparse.Namespace) -> int:
 
 
 def _cmd_invoke(args: argparse.Namespace) -> int:
-    from ._invoke import invoke
+    from .invoke import invoke
 
     function = _template(args).function(args.function)
     invocation = invoke(function, _read_event(Path(args.event)), endpoint_url=args.endpoint)
@@ -106,7 +106,7 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
 
 
 def _cmd_run_samples(args: argparse.Namespace) -> int:
-    from ._dynamodb_local import DynamoDBLocal
+    from .dynamodb_local import DynamoDBLocal
 
     template = _template(args)
     events_root = Path(args.events)
@@ -118,7 +118,7 @@ def _cmd_run_samples(args: argparse.Namespace) -> int:
 
 
 def _run_samples(template: Template, events_root: Path, endpoint_url: str) -> int:
-    from ._invoke import invoke
+    from .invoke import invoke
 
     client = local_client(endpoint_url)
     for table in template.tables():
@@ -159,7 +159,7 @@ def _store(args: argparse.Namespace) -> DynamoDBStore:
     """The table from --table, else IDEMPOTENCY_TABLE, else the template's idempotency table."""
     import boto3
 
-    from ._store import DynamoDBStore
+    from .._store import DynamoDBStore
 
     table = args.table or os.environ.get("IDEMPOTENCY_TABLE")
     if table is None:
@@ -179,7 +179,7 @@ def _store(args: argparse.Namespace) -> DynamoDBStore:
 
 
 def _pk(args: argparse.Namespace) -> str:
-    from ._keys import key_hash
+    from .._keys import key_hash
 
     if args.pk is not None:
         return str(args.pk)
@@ -192,8 +192,8 @@ def _pk(args: argparse.Namespace) -> str:
 
 def describe(record: Record, now_ms: int) -> dict[str, Any]:
     """What an operator wants to know of a record, in seconds relative to now."""
-    from ._record import Status
-    from ._store import stored_result_bytes
+    from .._record import Status
+    from .._store import stored_result_bytes
 
     described: dict[str, Any] = {
         "pk": record.pk,
@@ -409,7 +409,7 @@ def _explain(exc: BaseException) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from ._dynamodb_local import DynamoDBLocalError
+    from .dynamodb_local import DynamoDBLocalError
 
     args = parser().parse_args(argv)
     try:

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._template import FunctionSpec
+from .template import FunctionSpec
 
-RUNTIME = Path(__file__).with_name("_runtime.py")
+RUNTIME = Path(__file__).with_name("runtime.py")
 
 
 @dataclass
