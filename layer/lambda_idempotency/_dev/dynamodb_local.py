@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -111,7 +113,11 @@ class DynamoDBLocal:
             str(self.port),
         ]
         self._process = subprocess.Popen(
-            command, cwd=jar_dir, stdout=self._log, stderr=subprocess.STDOUT
+            command,
+            cwd=jar_dir,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
         )
         self._wait_ready(timeout)
         return self.endpoint_url
@@ -163,3 +169,13 @@ class DynamoDBLocal:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _die_with_parent() -> None:
+    """Linux: the emulator gets SIGTERM when the thread that started it ends, even by
+    `os._exit` or SIGKILL (a test run stopped by pytest-timeout skips every teardown), so no
+    JVM outlives the run that started it. Start it from a thread that lives as long as it."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
