@@ -214,8 +214,9 @@ def test_storable_oddities_replay_what_the_first_caller_got(
 
 plain_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-    lambda children: st.lists(children, max_size=3)
-    | st.dictionaries(st.text(max_size=4), children, max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
+    ),
     max_leaves=8,
 )
 
@@ -251,7 +252,7 @@ class Point:
     y: int
 
 
-WHEN = datetime.datetime(2026, 11, 23, 14, 0, tzinfo=datetime.timezone.utc)
+WHEN = datetime.datetime(2026, 11, 23, 14, 0, tzinfo=datetime.UTC)
 COMMON = {
     "when": WHEN,
     "day": WHEN.date(),
@@ -398,7 +399,7 @@ ANNOTATED = [
     (Colour, Colour.RED),
     (datetime.date | None, DAY),
     (datetime.date | None, None),
-    (typing.Optional[datetime.date], DAY),  # noqa: UP007
+    (typing.Optional[datetime.date], DAY),  # noqa: UP045  (typing.Union, not types.UnionType)
     (datetime.date | str, "not a date"),
     (Decimal | str, "n/a"),
     (Any, {"a": [1]}),

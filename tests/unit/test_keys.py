@@ -104,9 +104,7 @@ def test_a_selector_that_is_neither_jmespath_nor_a_callable_is_refused(
 
 def test_invalid_jmespath_is_refused_naming_the_role_and_the_expression() -> None:
     with pytest.raises(ConfigurationError, match=r"^payload 'body\[' is not valid JMESPath: "):
-        idempotent(store=DynamoDBStore("t"), key="id", payload="body[")(
-            lambda event, context: None
-        )
+        idempotent(store=DynamoDBStore("t"), key="id", payload="body[")(lambda event, context: None)
 
 
 # -- what counts as a key --------------------------------------------------------------------
@@ -270,9 +268,7 @@ def test_the_scope_enters_the_stored_key(moto_store: DynamoDBStore) -> None:
     ],
     ids=["empty", "sorted", "six", "seven", "int-key", "list", "str", "none"],
 )
-def test_a_wrong_event_is_named_by_its_kind_and_first_six_keys(
-    event: Any, described: str
-) -> None:
+def test_a_wrong_event_is_named_by_its_kind_and_first_six_keys(event: Any, described: str) -> None:
     assert describe_event(event) == described
 
 
