@@ -409,7 +409,11 @@ ANNOTATED = [
 ]
 
 
-@pytest.mark.parametrize(("annotation", "result"), ANNOTATED, ids=repr)
+@pytest.mark.parametrize(
+    ("annotation", "result"),
+    ANNOTATED,
+    ids=[f"{annotation!r}-{type(result).__name__}" for annotation, result in ANNOTATED],
+)
 def test_a_replay_is_rebuilt_as_the_return_annotation_says(
     moto_store: DynamoDBStore, annotation: Any, result: Any
 ) -> None:
