@@ -10,6 +10,7 @@ import math
 import os
 import re
 import typing
+import uuid
 from decimal import Decimal
 from enum import Enum
 from typing import Any
@@ -26,6 +27,7 @@ from lambda_idempotency import (
 )
 from lambda_idempotency._encoding import MAX_STORED_BYTES, NOT_STORED, encode, loads, unpack
 from tests.conftest import RoundTrips
+from tests.unit.models import Shipment
 
 
 def replay(result: Any) -> Any:
@@ -291,6 +293,33 @@ def test_common_types_beside_bytes_replay_as_they_do_without_them() -> None:
     expected = {**COMMON_AS_JSON, "raw": b"\x00\xff"}
     assert encode({**COMMON, "raw": b"\x00\xff"}).typed
     assert replay({**COMMON, "raw": b"\x00\xff"}) == expected
+
+
+def test_a_container_under_a_number_key_replays_in_the_typed_form() -> None:
+    assert replay({8: [b"nested"], 9: {"deeper": [Decimal("1.5")]}}) == {
+        "8": [b"nested"],
+        "9": {"deeper": [Decimal("1.5")]},
+    }
+
+
+def test_a_cycle_is_named_by_the_container_it_runs_through() -> None:
+    assert encode(circular()).problem == "not_serializable: a circular list"
+    looped: dict[str, Any] = {"raw": b"x"}
+    looped["self"] = looped
+    assert encode(looped).problem == "not_serializable: a circular dict"
+
+
+def test_a_pydantic_result_with_uuid_datetime_and_decimal_fields_replays_equal(
+    moto_store: DynamoDBStore,
+) -> None:
+    shipment = Shipment(id=uuid.UUID(int=7), shipped_at=WHEN, weight_kg=Decimal("2.50"))
+
+    @idempotent(store=moto_store, key="id", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> Shipment:
+        return shipment
+
+    assert handler({"id": 1}, None) is shipment
+    assert handler({"id": 1}, None) == shipment
 
 
 def test_the_same_list_twice_is_not_a_cycle() -> None:
