@@ -422,6 +422,7 @@ ANNOTATED = [
     (frozenset[str], frozenset({"a", "b"})),
     (dict[str, datetime.datetime], {"at": WHEN}),
     (dict, {"a": 1}),
+    (typing.Dict, {"a": 1}),  # noqa: UP006  (bare typing.Dict: no value type)
     (datetime.datetime, WHEN),
     (datetime.date, DAY),
     (datetime.time, WHEN.time()),
