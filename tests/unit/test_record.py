@@ -4,7 +4,7 @@ slowest clock allowed."""
 
 from __future__ import annotations
 
-from lambda_idempotency._cli import describe
+from lambda_idempotency._dev.cli import describe
 from lambda_idempotency._record import Record, Status
 
 EXPIRES_S = 1_000
