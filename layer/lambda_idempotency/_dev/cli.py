@@ -176,8 +176,10 @@ def _setup_problem(
     if invocation.error is None or cause is None:
         return None
     table = function.environment.get("IDEMPOTENCY_TABLE", "?")
-    region = function.environment.get("AWS_REGION") or os.environ.get("AWS_REGION") or (
-        os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+    region = (
+        function.environment.get("AWS_REGION")
+        or os.environ.get("AWS_REGION")
+        or (os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
     )
     where = endpoint if endpoint is not None else f"AWS region {region}"
     local_fix = f"`lambda-idempotency local`, then add `--endpoint {LOCAL_ENDPOINT}`"
@@ -342,9 +344,7 @@ def _on_table(store: DynamoDBStore, args: argparse.Namespace) -> Iterator[None]:
         fix = "name another with --table"
         if args.endpoint is not None:
             fix = f"`lambda-idempotency create-table --endpoint {args.endpoint}`, or " + fix
-        raise CommandError(
-            f"no table {store.table_name} at {where}{there}: {fix}"
-        ) from exc
+        raise CommandError(f"no table {store.table_name} at {where}{there}: {fix}") from exc
 
 
 def _pk(args: argparse.Namespace) -> str:

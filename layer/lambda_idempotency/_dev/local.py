@@ -110,9 +110,10 @@ def stop(template_path: Path, port: int) -> int:
     try:
         pid = int(path.read_text(encoding="utf-8").strip())
     except (OSError, ValueError):
+        shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
         raise DynamoDBLocalError(
             f"no DynamoDB Local started with `lambda-idempotency local --background` on port "
-            f"{port} (no {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path})"
+            f"{port} (no {shown})"
         ) from None
     if not _is_dynamodb_local(pid):
         path.unlink()
