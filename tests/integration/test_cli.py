@@ -445,16 +445,29 @@ def test_inspect_shows_the_stored_result_decoded(
 # -- lambda-idempotency local, and the README's lines as written ----------------------------
 
 
-def readme_block(after: str) -> list[str]:
-    """The shell lines of the first ```sh block after `after`, continuation lines joined."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = text[text.index(after) :].split("```sh\n", 1)[1].split("```", 1)[0]
-    return [line.split("  #")[0].strip() for line in block.replace("\\\n", " ").splitlines()]
+def shell_lines(document: str, start: str, end: str | None = None) -> list[str]:
+    """The shell lines of the ```sh blocks between `start` and `end` in a document (only the
+    first block when `end` is None), continuation lines joined, comments dropped."""
+    text = (ROOT / document).read_text(encoding="utf-8")
+    text = text[text.index(start) :]
+    if end is not None:
+        text = text[: text.index(end)]
+    blocks = [part.split("```", 1)[0] for part in text.split("```sh\n")[1:]]
+    if end is None:
+        blocks = blocks[:1]
+    lines = []
+    for block in blocks:
+        for line in block.replace("\\\n", " ").splitlines():
+            command = line.split("  #")[0].strip()
+            if command and not command.startswith("#"):
+                lines.append(command)
+    return lines
 
 
-def test_the_readme_local_block_runs_as_written(tmp_path: Path) -> None:
-    """Every line in order, with `python -m lambda_idempotency` for the venv's script and
-    a free port for 8000 (other runs on this machine may hold 8000)."""
+def run_as_written(lines: list[str]) -> list[str]:
+    """Each line in order, from the project's folder, with `python -m lambda_idempotency` for
+    the venv's script and a free port for 8000 (other runs on this machine may hold 8000).
+    Stops the background DynamoDB Local whatever happens."""
     import os
     import subprocess
     import sys
@@ -462,9 +475,6 @@ def test_the_readme_local_block_runs_as_written(tmp_path: Path) -> None:
     from lambda_idempotency._dev.dynamodb_local import free_port
 
     port = free_port()
-    lines = readme_block("The same tool invokes one function")
-    assert lines[0] == ".venv/bin/lambda-idempotency local --background"
-    assert lines[-1] == ".venv/bin/lambda-idempotency local stop"
     outputs = []
     try:
         for line in lines:
@@ -481,7 +491,7 @@ def test_the_readme_local_block_runs_as_written(tmp_path: Path) -> None:
                 cwd=ROOT,
                 capture_output=True,
                 text=True,
-                timeout=120,
+                timeout=180,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
             assert completed.returncode == 0, (line, completed.stdout, completed.stderr)
@@ -494,11 +504,36 @@ def test_the_readme_local_block_runs_as_written(tmp_path: Path) -> None:
             timeout=60,
             check=False,
         )
-    joined = "\n".join(outputs)
+    assert f"stopped DynamoDB Local on port {port}" in outputs[-1]
+    return outputs
+
+
+@pytest.mark.timeout(240)  # a fresh process per line; a timeout would leave the JVM behind
+def test_the_readme_local_block_runs_as_written() -> None:
+    lines = shell_lines("README.md", "The same tool invokes one function")
+    assert lines[0] == ".venv/bin/lambda-idempotency local --background"
+    assert lines[-1] == ".venv/bin/lambda-idempotency local stop"
+
+    joined = "\n".join(run_as_written(lines))
+
     assert "table IdempotencyTable created, TTL on expiration" in joined
     assert "ChargeOrderFunction: executed" in joined
     assert "ChargeOrderFunction: replayed" in joined
-    assert f"stopped DynamoDB Local on port {port}" in outputs[-1]
+    assert '"status": "charged"' in joined  # inspect --result
+    assert "released ChargeOrderFunction.app.lambda_handler#" in joined
+
+
+@pytest.mark.timeout(300)  # run-samples invokes every sample
+def test_the_operations_guide_local_blocks_run_as_written() -> None:
+    lines = shell_lines("docs/operations.md", "## Without Docker", "## Observability")
+    assert len(lines) == 10 and lines[-1] == ".venv/bin/lambda-idempotency local stop"
+
+    joined = "\n".join(run_as_written(lines))
+
+    assert "ChargeOrderFunction: executed" in joined
+    assert '"result_json_bytes"' in joined and "status   COMPLETED" in joined
+    assert "0 IN_PROGRESS records claimed over 15 min ago" in joined
+    assert "released ChargeOrderFunction.app.lambda_handler#52f85d" in joined
 
 
 def test_local_in_the_foreground_stops_cleanly_on_ctrl_c() -> None:
