@@ -574,3 +574,27 @@ def test_local_in_the_foreground_stops_cleanly_on_ctrl_c() -> None:
     assert process.returncode == 0 and rest.strip().endswith("stopped")
     with pytest.raises(Exception, match="Could not connect"):
         local_client(f"http://127.0.0.1:{port}").list_tables()
+
+
+def test_invoke_reads_the_outcome_from_the_counts_when_the_log_lines_go_elsewhere(
+    dynamodb_local_endpoint: str, capsys: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """As with a Powertools Logger that took over the library's logger."""
+    write_template(
+        tmp_path,
+        "import logging\n"
+        "logging.getLogger('lambda_idempotency').handlers.clear()\n"
+        "logging.getLogger('lambda_idempotency').setLevel(logging.WARNING)",
+    )
+    monkeypatch.chdir(tmp_path)
+    client = local_client(dynamodb_local_endpoint)
+    if "PrintTable" not in client.list_tables()["TableNames"]:
+        run(capsys, "create-table", "--endpoint", dynamodb_local_endpoint)
+    event = tmp_path / "e.json"
+    event.write_text(json.dumps({"id": f"quiet-{tmp_path.name}"}))
+    where = ("Printer", "-e", str(event), "--endpoint", dynamodb_local_endpoint)
+
+    first, second = run(capsys, "invoke", *where), run(capsys, "invoke", *where)
+
+    assert first[2].strip().endswith("Printer: executed")
+    assert second[2].strip().endswith("Printer: replayed")

@@ -56,8 +56,13 @@ def main() -> None:
     context = LocalContext(spec["function_name"], spec["memory_mb"], spec["timeout_ms"])
     module_name, _, function_name = spec["handler"].rpartition(".")
     outcome: dict[str, Any]
+    # The decorator counts outcomes in handler.idempotency.stats: what this call added is
+    # what happened, even when the library's log lines went elsewhere (a Powertools Logger).
+    stats: dict[str, int] = {}
+    handler: Any = None
     try:
         handler = getattr(importlib.import_module(module_name), function_name)
+        stats = dict(getattr(getattr(handler, "idempotency", None), "stats", {}))
         outcome = {"response": handler(spec["event"], context)}
     except Exception as exc:
         outcome = {
@@ -68,6 +73,8 @@ def main() -> None:
             },
             "cause": _botocore_cause(exc),
         }
+    counted = getattr(getattr(handler, "idempotency", None), "stats", {})
+    outcome["stats"] = {name: n - stats.get(name, 0) for name, n in dict(counted).items()}
     with open(spec["result_path"], "w", encoding="utf-8") as result:
         json.dump(outcome, result, default=str)
 
