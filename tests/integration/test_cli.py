@@ -376,7 +376,8 @@ def test_operator_commands_on_a_wrong_table_name_it_and_the_fix(
     assert status == 2 and err.count("\n") == 1, err
     assert f"no table no-such-table at {dynamodb_local_endpoint}" in err
     assert store.table_name in err  # the tables there are
-    assert f"create-table --endpoint {dynamodb_local_endpoint}" in err and "--table" in err
+    assert "name one of them with --table" in err
+    assert f"`lambda-idempotency create-table --endpoint {dynamodb_local_endpoint}`" in err
 
 
 def test_run_samples_without_the_events_folder_fails_clearly(capsys: Any, monkeypatch: Any) -> None:
@@ -431,7 +432,7 @@ def test_inspect_shows_the_stored_result_decoded(
 
     status, out, _ = run(capsys, "inspect", *where, "--key", "s", "--namespace", "Show", "--result")
     assert status == 0
-    assert '13 bytes as JSON:\n{\n  "small": "s"\n}' in out
+    assert 'decoded  13 bytes as JSON:\n{\n  "small": "s"\n}' in out
 
     status, out, _ = run(
         capsys, "inspect", *where, "--key", "b", "--namespace", "Show", "--result", "--json"

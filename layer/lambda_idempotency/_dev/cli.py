@@ -341,9 +341,12 @@ def _on_table(store: DynamoDBStore, args: argparse.Namespace) -> Iterator[None]:
             there = f" (tables there: {', '.join(names) or 'none'})"
         except Exception:  # only a better message is at stake
             there = ""
-        fix = "name another with --table"
+        fix = "name the right one with --table (and --region)"
         if args.endpoint is not None:
-            fix = f"`lambda-idempotency create-table --endpoint {args.endpoint}`, or " + fix
+            fix = (
+                "name one of them with --table, or create the template's with "
+                f"`lambda-idempotency create-table --endpoint {args.endpoint}`"
+            )
         raise CommandError(f"no table {store.table_name} at {where}{there}: {fix}") from exc
 
 
@@ -454,10 +457,10 @@ def stored_result(store: DynamoDBStore, record: Record) -> dict[str, Any]:
 
 def _print_result(described: dict[str, Any]) -> None:
     if "result_json_bytes" not in described:
-        print(f"{'':<8} {described['result_note']}")
+        print(f"{'decoded':<8} {described['result_note']}")
         return
     note = f", {described['result_note']}" if described["result_note"] else ""
-    print(f"{'':<8} {described['result_json_bytes']:,} bytes as JSON{note}:")
+    print(f"{'decoded':<8} {described['result_json_bytes']:,} bytes as JSON{note}:")
     print(json.dumps(described["result"], indent=2, default=repr))
 
 
