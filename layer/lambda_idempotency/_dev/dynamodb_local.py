@@ -80,8 +80,13 @@ def free_port() -> int:
 class DynamoDBLocal:
     """One in-memory DynamoDB Local process on loopback. Use as a context manager."""
 
-    def __init__(self, *, home: Path | None = None, port: int | None = None) -> None:
+    def __init__(
+        self, *, home: Path | None = None, port: int | None = None, detached: bool = False
+    ) -> None:
+        """`detached`: the emulator outlives this process (its own session, no parent-death
+        signal), for `lambda-idempotency local --background`; stop it by its pid."""
         self.home = home
+        self.detached = detached
         self.port = port if port is not None else free_port()
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
         self._process: subprocess.Popen[bytes] | None = None
@@ -117,10 +122,17 @@ class DynamoDBLocal:
             cwd=jar_dir,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
+            preexec_fn=(  # noqa: PLW1509
+                _die_with_parent if sys.platform == "linux" and not self.detached else None
+            ),
+            start_new_session=self.detached,
         )
         self._wait_ready(timeout)
         return self.endpoint_url
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
 
     def _wait_ready(self, timeout: float) -> None:
         """Ready when it answers HTTP; DynamoDB Local answers a bare GET with 400."""
