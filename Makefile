@@ -22,7 +22,7 @@ $(BIN)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
 	$(call phase,virtualenv in $(VENV),test -x $(BIN)/python || $(PYTHON) -m venv $(VENV))
 	$(call phase,pip upgrade,$(BIN)/python -m pip install --quiet --upgrade pip)
-	$(call phase,pip install -e .[dev] (the longest phase, quiet: 1-3 min on a first run),\
+	$(call phase,pip install -e .[dev] (the longest phase: 1-3 min on a first run),\
 		$(BIN)/python -m pip install --quiet -e '.[dev]')
 	@touch $@
 
