@@ -135,7 +135,7 @@ class IdempotencyTable:
 
     def create_table(self, name: str, *, key: str = "pk") -> str:
         """A table with a string hash key `key`, for the handler's own writes; returns its
-        name, made unique (`<name>-<n>`) so tests sharing one DynamoDB Local never meet."""
+        name, made unique (`<name>-<pid>-<n>`) so tests sharing one DynamoDB Local never meet."""
         unique = f"{name}-{os.getpid()}-{next(_numbers)}"
         self.client.create_table(
             TableName=unique,
