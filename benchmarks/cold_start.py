@@ -4,9 +4,11 @@ the size of the Lambda layer we ship.
 Imports are timed inside fresh interpreters (`python -I`), after `import boto3`, since the
 Lambda runtime has boto3 and any handler using DynamoDB imports it anyway. The libraries
 alternate from one interpreter to the next. Two settings: as installed here (bytecode cached),
-and as Lambda loads the layer: built the way `sam build` builds it, first on `sys.path`, with
-no bytecode written or found (Lambda's /opt is read-only and SAM ships only .py files), so
-every module of the library is compiled at every cold start.
+and as Lambda loads the layer: built as `sam build` builds it (layer/Makefile, which ships
+bytecode for python3.11), first on `sys.path`, read-only, with no bytecode written (Lambda's
+/opt is read-only), so a module is compiled at a cold start only if the layer lacks its
+bytecode. For reference, our import is timed once more with our package's bytecode removed:
+what every cold start paid when the layer shipped only .py files.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .report import Budget, Section, Table, kilobytes, milliseconds, ratio
 
@@ -30,30 +33,37 @@ IMPORT_BUDGET_SECONDS = 0.005
 ROOT = Path(__file__).resolve().parents[1]
 LAYER_SOURCE = ROOT / "layer"
 SAM = ROOT / ".tools" / "sam" / "bin" / "sam"
-"""The SAM CLI `make sam-check` (and `make bench`) installs; without it the build is emulated."""
+"""The SAM CLI `make sam-check` (and `make bench`) installs; without it, layer/Makefile builds."""
 LAYER_RESOURCE = "IdempotencyLayer"
-DEV_MODULES = ("_cli", "_invoke", "_runtime", "_dynamodb_local", "_template", "testing")
-"""Development tooling that must never be on the runtime import path (DESIGN.md, Budgets)."""
+DEV_MODULES = ("_dev", "testing", "__main__")
+"""Development tooling (the `_dev` subpackage and its two public doors) that must never be on
+the runtime import path (DESIGN.md, Budgets), nor in the layer."""
 
 _LAYER_PROBE = """
-import gc, json, sys, time
+import gc, json, os, sys, time
 layer = {layer!r}
 sys.path.insert(0, layer)
 start = time.perf_counter()
 import boto3
 boto3_done = time.perf_counter()
 gc.collect()
-library_start = time.perf_counter()
+library_start, library_cpu_start = time.perf_counter(), time.process_time()
 {library}
-library_done = time.perf_counter()
+library_done, library_cpu_done = time.perf_counter(), time.process_time()
 origins = {{name: getattr(sys.modules.get(name), "__file__", None) or ""
            for name in ("lambda_idempotency", "aws_lambda_powertools")}}
+ours = {{name: module for name, module in sys.modules.items()
+        if name.partition(".")[0] == "lambda_idempotency"}}
 print(json.dumps({{
     "boto3": boto3_done - start,
     "library": library_done - library_start,
+    "library_cpu": library_cpu_done - library_cpu_start,
     "from_layer": [name for name, origin in origins.items() if origin.startswith(layer)],
-    "modules": sorted(name for name in sys.modules if name.startswith("lambda_idempotency.")),
-    "no_bytecode": sys.dont_write_bytecode,
+    "modules": sorted(name for name in ours if name != "lambda_idempotency"),
+    "without_bytecode": sorted(
+        name for name, module in ours.items()
+        if not os.path.isfile(getattr(module.__spec__, "cached", None) or "")),
+    "no_bytecode_written": sys.dont_write_bytecode,
 }}))
 """
 LAYER_PROBES = {
@@ -68,7 +78,13 @@ LAYER_TITLES = {
     "ours": "`import lambda_idempotency`",
     "ours_http": "`from lambda_idempotency import idempotent_http`",
     "powertools": "Powertools: `from aws_lambda_powertools.utilities.idempotency import ...`",
+    "ours_without_bytecode": (
+        "for reference: `import lambda_idempotency`, its bytecode removed from the layer"
+    ),
 }
+SOURCE_ONLY_PROBE = "ours_without_bytecode"
+"""Our import again with our package's __pycache__ removed: the layer as SAM's python3.11 build
+method shipped it (only .py files), compiled at every cold start."""
 
 _PROBE = """
 import json, sys, time
@@ -161,17 +177,25 @@ def measure_imports(runs: int) -> ImportTimes:
 
 @dataclass(frozen=True)
 class LayerImports:
-    """Imports from the built layer, no bytecode: seconds per fresh interpreter."""
+    """Imports from the built layer, as shipped, none written: seconds per fresh interpreter."""
 
     samples: dict[str, list[float]]
     """probe -> seconds over `import boto3`, one per interpreter."""
+    cpu: dict[str, list[float]]
+    """probe -> CPU seconds (user + system) of the same imports: steadier on a shared machine."""
     boto3: float
     from_layer: dict[str, list[str]]
     """probe -> which of the two packages were loaded from the layer."""
     modules: list[str]
     """Our submodules loaded by the HTTP-decorator import."""
+    without_bytecode: list[str]
+    """Our modules imported from the layer as shipped that had no bytecode in it (must be none)."""
     bytecode_files: int
-    """.pyc files found in the layer after the runs (must be 0)."""
+    """.pyc files in the layer as built."""
+    unchecked_bytecode_files: int
+    """Of which hash-based and unchecked (PEP 552): valid whatever the sources' timestamps."""
+    bytecode_written: int
+    """.pyc files that appeared in the layer during the runs (must be 0: /opt is read-only)."""
     method: str
     """How the layer was built."""
 
@@ -191,9 +215,9 @@ class LayerSize:
 def built_layer(*, install_requirements: bool = True) -> Iterator[tuple[Path, str]]:
     """The layer's `python/` folder as `sam build` makes it, in a temporary folder, and how it
     was made. With the SAM CLI installed, `sam build` itself builds the template's layer
-    resource; otherwise the build is emulated as SAM's python builder does it for
-    `BuildMethod: python3.x` (the source folder copied, its requirements pip-installed beside
-    it, no bytecode). Either way nothing in it is compiled."""
+    resource; otherwise `make build-IdempotencyLayer` from layer/Makefile, the target `sam build`
+    runs (`BuildMethod: makefile`), without the copy SAM makes first; without requirements when
+    asked (the smoke test: no registry needed)."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         if install_requirements and SAM.exists():
@@ -217,82 +241,117 @@ def built_layer(*, install_requirements: bool = True) -> Iterator[tuple[Path, st
                 raise RuntimeError(f"sam build exited {completed.returncode}")
             yield root / "build" / LAYER_RESOURCE / "python", "`sam build` itself (SAM CLI)"
             return
-        target = root / "python"
-        # An editable install leaves an egg-info in layer/; a clean checkout has none.
-        ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-        shutil.copytree(LAYER_SOURCE, target, ignore=ignore)
-        method = "an emulation of `sam build`: `layer/` copied to `python/`"
-        if install_requirements:
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    "--no-compile",
-                    "-r",
-                    str(LAYER_SOURCE / "requirements.txt"),
-                    "-t",
-                    str(target),
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            method += ", `pip install -r layer/requirements.txt -t python/` beside it"
-        yield target, method
+        requirements = "requirements.txt" if install_requirements else ""
+        subprocess.run(
+            [
+                "make",
+                "--no-print-directory",
+                "-C",
+                str(LAYER_SOURCE),
+                f"build-{LAYER_RESOURCE}",
+                f"ARTIFACTS_DIR={root}",
+                f"PYTHON={sys.executable}",
+                f"REQUIREMENTS={requirements}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        method = f"`make build-{LAYER_RESOURCE}` (layer/Makefile, the target `sam build` runs)"
+        if not install_requirements:
+            method += " without its requirements"
+        yield root / "python", method
 
 
-def measure_layer_imports(layer: Path, method: str, runs: int) -> LayerImports:
-    """Each probe in `runs` fresh interpreters, probes alternating, with the layer first on
-    `sys.path`, bytecode neither written (`-B`, PYTHONDONTWRITEBYTECODE) nor present."""
-    for pyc in layer.rglob("__pycache__"):
-        shutil.rmtree(pyc)
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    samples: dict[str, list[float]] = {probe: [] for probe in LAYER_PROBES}
-    boto3: list[float] = []
-    from_layer: dict[str, list[str]] = {}
-    modules: list[str] = []
+def _bytecode_files(folder: Path) -> set[Path]:
+    return set(folder.rglob("*.pyc"))
+
+
+def _unchecked_hash(pyc: Path) -> bool:
+    with pyc.open("rb") as header:
+        return int.from_bytes(header.read(8)[4:8], "little") == 0b01
+
+
+@contextlib.contextmanager
+def _read_only(layer: Path) -> Iterator[None]:
+    """Every folder of the layer read-only while the probes run, as /opt is (root ignores the
+    mode: `-B` and PYTHONDONTWRITEBYTECODE are what guarantee nothing is written)."""
     folders = [layer, *(path for path in layer.rglob("*") if path.is_dir())]
-    for folder in folders:  # read-only, as /opt is (root ignores it: -B is what guarantees it)
+    for folder in folders:
         folder.chmod(0o555)
     try:
-        for run in range(runs):
-            probes = list(LAYER_PROBES) if run % 2 == 0 else list(LAYER_PROBES)[::-1]
-            for probe in probes:
-                code = _LAYER_PROBE.format(layer=str(layer), library=LAYER_PROBES[probe])
-                completed = subprocess.run(
-                    [sys.executable, "-I", "-B", "-c", code],
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                    env=env,
-                )
-                result = json.loads(completed.stdout.strip().splitlines()[-1])
-                if not result["no_bytecode"]:
-                    raise RuntimeError("the probe interpreter would write bytecode")
-                samples[probe].append(float(result["library"]))
-                boto3.append(float(result["boto3"]))
-                from_layer[probe] = result["from_layer"]
-                if probe == "ours_http":
-                    modules = result["modules"]
+        yield
     finally:
         for folder in folders:
             folder.chmod(0o755)
+
+
+def _probe_layer(layer: Path, library: str) -> dict[str, Any]:
+    code = _LAYER_PROBE.format(layer=str(layer), library=library)
+    completed = subprocess.run(
+        [sys.executable, "-I", "-B", "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    result: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
+    if not result["no_bytecode_written"]:
+        raise RuntimeError("the probe interpreter would write bytecode")
+    return result
+
+
+def measure_layer_imports(layer: Path, method: str, runs: int) -> LayerImports:
+    """Each probe in `runs` fresh interpreters, probes alternating, with the layer as built
+    first on `sys.path`, read-only, no bytecode written (`-B`, PYTHONDONTWRITEBYTECODE). Then
+    our import again, `runs` times, with our package's bytecode removed (the reference row)."""
+    shipped = _bytecode_files(layer)
+    unchecked = sum(1 for pyc in shipped if _unchecked_hash(pyc))
+    samples: dict[str, list[float]] = {probe: [] for probe in LAYER_PROBES}
+    cpu: dict[str, list[float]] = {probe: [] for probe in LAYER_PROBES}
+    boto3: list[float] = []
+    from_layer: dict[str, list[str]] = {}
+    modules: list[str] = []
+    without_bytecode: set[str] = set()
+
+    def record(probe: str, result: dict[str, Any]) -> None:
+        samples.setdefault(probe, []).append(float(result["library"]))
+        cpu.setdefault(probe, []).append(float(result["library_cpu"]))
+        boto3.append(float(result["boto3"]))
+
+    with _read_only(layer):
+        for run in range(runs):
+            probes = list(LAYER_PROBES) if run % 2 == 0 else list(LAYER_PROBES)[::-1]
+            for probe in probes:
+                result = _probe_layer(layer, LAYER_PROBES[probe])
+                record(probe, result)
+                from_layer[probe] = result["from_layer"]
+                if probe != "powertools":
+                    without_bytecode.update(result["without_bytecode"])
+                if probe == "ours_http":
+                    modules = result["modules"]
+    written = len(_bytecode_files(layer) - shipped)
+    shutil.rmtree(layer / "lambda_idempotency" / "__pycache__", ignore_errors=True)
+    with _read_only(layer):
+        for _ in range(runs):
+            record(SOURCE_ONLY_PROBE, _probe_layer(layer, LAYER_PROBES["ours"]))
     return LayerImports(
         samples=samples,
+        cpu=cpu,
         boto3=statistics.median(boto3),
         from_layer=from_layer,
         modules=modules,
-        bytecode_files=sum(1 for _ in layer.rglob("*.pyc")),
+        without_bytecode=sorted(without_bytecode),
+        bytecode_files=len(shipped),
+        unchecked_bytecode_files=unchecked,
+        bytecode_written=written,
         method=method,
     )
 
 
 def layer_size(target: Path) -> LayerSize:
-    """Zip the layer's python/ folder as SAM deploys it and measure the zip."""
+    """Zip the layer's python/ folder as SAM deploys it, bytecode included, and measure the
+    zip."""
     root = target.parent
     with tempfile.TemporaryDirectory() as tmp:
         archive = Path(tmp) / "layer.zip"
@@ -300,11 +359,11 @@ def layer_size(target: Path) -> LayerSize:
         unzipped = 0
         with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bundle:
             for path in sorted(target.rglob("*")):
-                if path.is_file() and "__pycache__" not in path.parts:
+                if path.is_file():
                     bundle.write(path, path.relative_to(root).as_posix())
         with zipfile.ZipFile(archive) as bundle:
             for info in bundle.infolist():
-                top = _distribution_name(info.filename.split("/")[1])
+                top = _distribution_name(*info.filename.split("/")[1:3])
                 parts[top] = parts.get(top, 0) + info.compress_size
                 unzipped += info.file_size
         zipped = archive.stat().st_size
@@ -319,12 +378,15 @@ def measure_layer(
     *, runs: int, install_requirements: bool = True
 ) -> tuple[LayerImports, LayerSize]:
     with built_layer(install_requirements=install_requirements) as (target, method):
-        return measure_layer_imports(target, method, runs), layer_size(target)
+        size = layer_size(target)  # first: the reference row removes our bytecode
+        return measure_layer_imports(target, method, runs), size
 
 
-def _distribution_name(top_level: str) -> str:
-    """A package folder, a single-module file and a .dist-info folder of one distribution
-    all count under the distribution's name."""
+def _distribution_name(top_level: str, inside: str = "") -> str:
+    """A package folder, a single-module file (and its bytecode in the top-level __pycache__)
+    and a .dist-info folder of one distribution all count under the distribution's name."""
+    if top_level == "__pycache__":
+        return inside.partition(".")[0]
     if top_level.endswith(".dist-info"):
         return top_level.removesuffix(".dist-info").rpartition("-")[0]
     return top_level.removesuffix(".py")
@@ -346,22 +408,34 @@ def section(imports: ImportTimes, built: LayerImports, layer: LayerSize) -> Sect
     layer_theirs = statistics.median(built.samples["powertools"])
     runs = len(built.samples["ours"])
     layer_table = Table(
-        ["import, over `import boto3`", "min / median / max", "median vs Powertools"],
+        [
+            "import, over `import boto3`",
+            "min / median / max",
+            "median CPU",
+            "median vs Powertools",
+        ],
         [
             [
                 LAYER_TITLES[probe],
                 _spread(values),
+                milliseconds(statistics.median(built.cpu[probe])),
                 ratio(statistics.median(values), layer_theirs),
             ]
             for probe, values in built.samples.items()
         ],
         caption=(
-            f"**As Lambda loads the layer**: built by {built.method}; the built `python/` "
-            "folder first on `sys.path`, read-only, every interpreter started with `-B` and "
-            f"`PYTHONDONTWRITEBYTECODE=1`, no `__pycache__` anywhere in it (after the runs: "
-            f"{built.bytecode_files} .pyc files). {runs} fresh interpreters per row; "
-            f"`import boto3` (from the environment, compiled, as the runtime's is) took "
-            f"{milliseconds(built.boto3)} (median)."
+            f"**As Lambda loads the layer**: built by {built.method}, with the bytecode it "
+            f"ships ({built.bytecode_files} .pyc files, {built.unchecked_bytecode_files} of "
+            "them hash-based and unchecked); the built `python/` folder first on `sys.path`, "
+            "read-only, every interpreter started with `-B` and `PYTHONDONTWRITEBYTECODE=1` "
+            f"(bytecode written during the runs: {built.bytecode_written} files; our modules "
+            "imported without bytecode in the layer: "
+            f"{', '.join(built.without_bytecode) or 'none'}). {runs} fresh interpreters per "
+            "row; `import boto3` (from the environment, compiled, as the runtime's is) took "
+            f"{milliseconds(built.boto3)} (median). The last row removes our package's "
+            "bytecode first: what each cold start paid when SAM's python3.11 build method "
+            "shipped only .py files. CPU is the interpreter's user and system time for the "
+            "same lines, steadier than wall time on a shared machine."
         ),
     )
     imports_table = Table(
@@ -418,8 +492,10 @@ def section(imports: ImportTimes, built: LayerImports, layer: LayerSize) -> Sect
                 ["layer", "size"],
                 rows,
                 caption=(
-                    f"The same built layer ({built.method}), zipped with deflate. boto3 and "
-                    "botocore are not in it: the runtime has them."
+                    f"The same built layer ({built.method}), zipped with deflate, bytecode "
+                    "included (every module of the layer, its dependencies too, compiled: "
+                    "about as many bytes again as the sources). boto3 and botocore are not in "
+                    "it: the runtime has them."
                 ),
             )
         )
@@ -431,7 +507,7 @@ def section(imports: ImportTimes, built: LayerImports, layer: LayerSize) -> Sect
             )
     else:
         notes.append(f"The layer could not be built in this run: {layer.error}.")
-    dev = [name for name in built.modules if name.rsplit(".", 1)[-1] in DEV_MODULES]
+    dev = [name for name in built.modules if name.split(".")[1] in DEV_MODULES]
     return Section(
         title="Cold start",
         method=(
@@ -444,11 +520,13 @@ def section(imports: ImportTimes, built: LayerImports, layer: LayerSize) -> Sect
         tables=tables,
         budgets=[
             Budget(
-                "`import lambda_idempotency` from the SAM-built layer, no bytecode, over "
-                "`import boto3`",
+                "`import lambda_idempotency` from the SAM-built layer as shipped, read-only, "
+                "no bytecode written, over `import boto3`",
                 "≤ 5 ms (median)",
                 f"{milliseconds(layer_ours)} (Powertools: {milliseconds(layer_theirs)})",
-                layer_ours <= IMPORT_BUDGET_SECONDS and built.bytecode_files == 0,
+                layer_ours <= IMPORT_BUDGET_SECONDS
+                and built.bytecode_written == 0
+                and not built.without_bytecode,
             ),
             Budget(
                 "no pydantic at import",

@@ -65,7 +65,7 @@ def java_version() -> str:
 
 def dynamodb_local_version() -> str:
     """The emulator's own answer to `-version`."""
-    from lambda_idempotency._dynamodb_local import install
+    from lambda_idempotency._dev.dynamodb_local import install
 
     jar_dir = install()
     try:

@@ -26,7 +26,7 @@ def _short(listing: str) -> str:
 
 def main() -> None:
     block_awscrt()
-    from lambda_idempotency._dynamodb_local import DynamoDBLocal
+    from lambda_idempotency._dev.dynamodb_local import DynamoDBLocal
 
     from . import cpu
     from .contenders import CONTENDERS

@@ -163,7 +163,7 @@ def main() -> None:
     if args.endpoint is not None:
         tallies = run_scenarios(args.endpoint, args.trials, only)
     else:
-        from lambda_idempotency._dynamodb_local import DynamoDBLocal
+        from lambda_idempotency._dev.dynamodb_local import DynamoDBLocal
 
         with DynamoDBLocal() as local:
             tallies = run_scenarios(local.endpoint_url, args.trials, only)

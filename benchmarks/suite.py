@@ -74,7 +74,7 @@ def run(
     sections: dict[str, Section] = {}
     with contextlib.ExitStack() as stack:
         if endpoint_url is None:
-            from lambda_idempotency._dynamodb_local import DynamoDBLocal
+            from lambda_idempotency._dev.dynamodb_local import DynamoDBLocal
 
             log("starting DynamoDB Local")
             endpoint_url = stack.enter_context(DynamoDBLocal()).endpoint_url

@@ -69,6 +69,14 @@ def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Any
     return endpoint
 
 
+def pytest_make_parametrize_id(config: pytest.Config, val: object, argname: str) -> str | None:
+    """mutmut runs each mutant's tests by id, and pytest cannot find an id it had to escape
+    (a backslash, a control or non-ASCII character): such strings get an id it need not."""
+    if isinstance(val, str) and not (val.isascii() and val.isprintable() and "\\" not in val):
+        return ascii(val).replace("\\", "/")
+    return None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         path = item.nodeid.removeprefix("mutants/")
@@ -113,7 +121,7 @@ def _mutmut() -> str:
 
 
 def main(argv: list[str]) -> int:
-    from lambda_idempotency._dynamodb_local import DynamoDBLocal
+    from lambda_idempotency._dev.dynamodb_local import DynamoDBLocal
 
     module = argv[0] if argv else None
     link = ROOT / "src"

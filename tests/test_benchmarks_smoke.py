@@ -3,7 +3,7 @@
 Benchmarks are not tests: nothing here looks at a timing. This keeps `make bench` working as
 the library changes, without matplotlib (the chart's panels are checked as data), and checks
 the pieces whose numbers are exact: the emulated Lambda log line, the capacity rules, and the
-no-bytecode layer probe.
+layer probe (the layer's own bytecode read, none written).
 """
 
 from __future__ import annotations
@@ -154,10 +154,14 @@ def test_capacity_rules_price_writes_reads_and_transactions(dynamodb_local_endpo
     assert reads.read_units == 1 + 0.5 + 1
 
 
-def test_the_layer_probe_imports_from_the_layer_without_bytecode() -> None:
+def test_the_layer_probe_imports_the_layers_own_bytecode_and_writes_none() -> None:
     with built_layer(install_requirements=False) as (layer, method):
         imports = measure_layer_imports(layer, method, runs=1)
 
-    assert imports.bytecode_files == 0
+    assert imports.bytecode_files > 0
+    assert imports.unchecked_bytecode_files == imports.bytecode_files
+    assert imports.bytecode_written == 0
+    assert imports.without_bytecode == []
     assert "lambda_idempotency" in imports.from_layer["ours"]
+    assert set(imports.samples) == {"ours", "ours_http", "powertools", "ours_without_bytecode"}
     assert all(len(values) == 1 for values in imports.samples.values())

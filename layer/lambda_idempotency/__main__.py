@@ -1,7 +1,7 @@
-"""`python -m lambda_idempotency` is the `lambda-idempotency` command."""
+"""`python -m lambda_idempotency` is the `lambda-idempotency` command (pip installs only)."""
 
 import sys
 
-from ._cli import main
+from ._dev.cli import main
 
 sys.exit(main())

@@ -10,15 +10,18 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack
 
-from . import _encoding, _execution, _keys
+from . import _encoding, _execution, _keys, _observe
 from ._cache import ResultCache
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import ConfigurationError
 from ._keys import NATIVE_KEYS, Selector
 from ._protocol import DEFAULT_CLOCK_SKEW_SECONDS, Idempotency, OnReplay, Settings
 from ._store import DynamoDBStore
+
+if TYPE_CHECKING:
+    from ._observe import MetricsOption
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -47,6 +50,7 @@ def build_engine(
     clock: Clock = SYSTEM_CLOCK,
     clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
     on_replay: OnReplay | None = None,
+    metrics: MetricsOption = None,
 ) -> Idempotency:
     """Validate one decorator's arguments and build its engine (shared by every front end)."""
     if not isinstance(ttl_seconds, int) or ttl_seconds <= 0:
@@ -73,12 +77,13 @@ def build_engine(
             f"{store!r} keys records as Powertools does, which has no scope: put the tenant "
             "in the key expression instead (e.g. key='[tenant, order_id]')"
         )
+    namespace = layout.namespace(function, namespace)
     settings = Settings(
         key=_keys.compile_selector(key, role="key"),
         payload=None if payload is None else _keys.compile_selector(payload, role="payload"),
         scope=None if scope is None else _keys.compile_selector(scope, role="scope"),
         store=_store_provider(store),
-        namespace=layout.namespace(function, namespace),
+        namespace=namespace,
         ttl_seconds=ttl_seconds,
         lease_seconds=lease_seconds,
         on_in_progress=on_in_progress,
@@ -89,6 +94,7 @@ def build_engine(
         skew_ms=int(clock_skew_seconds * 1000),
         on_replay=on_replay,
         layout=layout,
+        observe=_observe.observer(metrics, namespace),
     )
     return Idempotency(
         settings,
@@ -124,6 +130,9 @@ class Options(TypedDict, total=False):
         taken over, and an expired record counts as absent, only that much later.
     on_replay: (result, ReplayInfo) -> what the caller gets, for every replayed result (not
         for first runs): mark, wrap or log replays (Powertools' `response_hook`).
+    metrics: a CloudWatch metric per outcome (docs/operations.md): True for EMF lines of our
+        own in the namespace "LambdaIdempotency", a string for another namespace, or your
+        Powertools `Metrics` to add the counts to it. Off by default (nothing imported).
     """
 
     payload: Selector | None
@@ -140,6 +149,7 @@ class Options(TypedDict, total=False):
     clock: Clock
     clock_skew_seconds: float
     on_replay: OnReplay | None
+    metrics: MetricsOption
 
 
 def idempotent(

@@ -511,17 +511,20 @@ def _answer(
     ) as exc:
         if handler_started:  # raised inside the handler (a nested decorator): not ours
             raise
-        return _refusal(request, exc, header, engine.settings.namespace)
+        return _refusal(request, exc, header, engine)
     if isinstance(outcome, _Replayed):
         return mark_replayed(outcome.response, request)  # type: ignore[no-any-return]
     return outcome
 
 
-def _refusal(request: HttpRequest, exc: Exception, header: str, namespace: str) -> HttpResponse:
-    """The problem response for a request the protocol refused before the handler ran."""
+def _refusal(
+    request: HttpRequest, exc: Exception, header: str, engine: Idempotency
+) -> HttpResponse:
+    """The problem response for a request the protocol refused before the handler ran.
+    Refusals the engine did not count itself are counted here (log line, stats, metric)."""
     match exc:
         case InvalidKeyError(detail=detail):
-            emit(logging.WARNING, "key_invalid", None, namespace=namespace, detail=detail)
+            engine._count("key_invalid", logging.WARNING, None, detail=detail)
             return problem(request, ProblemType.KEY_INVALID, detail)
         case KeyMissingError():
             return problem(
@@ -546,7 +549,7 @@ def _refusal(request: HttpRequest, exc: Exception, header: str, namespace: str) 
                 "a new request needs a new key",
             )
         case PayloadInvalidError():
-            emit(logging.WARNING, "payload_invalid", None, namespace=namespace, detail=str(exc))
+            engine._count("payload_invalid", logging.WARNING, None, detail=str(exc))
             return problem(request, ProblemType.BODY_UNFINGERPRINTABLE, str(exc))
         case _:
             raise exc

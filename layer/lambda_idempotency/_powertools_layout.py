@@ -153,7 +153,7 @@ class PowertoolsStore(DynamoDBStore):
         self.layout = PowertoolsKeys(options.get("key_prefix"), options.get("hash_function", "md5"))
 
     def __repr__(self) -> str:
-        return f"DynamoDBStore(table_name={self.table_name!r}, layout='powertools')"
+        return f"DynamoDBStore(table_name={self._peek_table_name()!r}, layout='powertools')"
 
     def claim(
         self,

@@ -89,6 +89,8 @@ class Settings(NamedTuple):
     tell a replay from a first run without per-call state on the engine."""
     layout: _keys.KeyLayout = _keys.NATIVE_KEYS
     """The store's way of turning a key and a payload into a record's key and hash."""
+    observe: Callable[[str, str | None, dict[str, Any]], None] | None = None
+    """Sees every outcome after its log line (trace annotations, metrics: `_observe`)."""
 
 
 class Idempotency:
@@ -529,6 +531,9 @@ class Idempotency:
     def _count(self, outcome: str, level: int, pk: str | None, **fields: Any) -> None:
         self.stats[outcome] += 1
         emit(level, outcome, pk, namespace=self.settings.namespace, **fields)
+        observe = self.settings.observe
+        if observe is not None:
+            observe(outcome, pk, fields)
 
     def _warn_disabled(self) -> None:
         if not self._warned_disabled:

@@ -197,12 +197,7 @@ class DynamoDBStore:
                 f"{', '.join(sorted(powertools))}: only for layout='powertools'; the native "
                 "layout names its attributes with attribute_names="
             )
-        resolved = table_name if table_name is not None else os.environ.get("IDEMPOTENCY_TABLE")
-        if not resolved:
-            raise ConfigurationError(
-                "no table name: pass DynamoDBStore(table_name) or set IDEMPOTENCY_TABLE"
-            )
-        self.table_name = resolved
+        self._table_name = table_name
         self.names = attribute_names if attribute_names is not None else AttributeNames()
         if sort_key_attr is not None and sort_key_attr in self.names:
             raise ConfigurationError(f"sort_key_attr {sort_key_attr!r} names another attribute")
@@ -217,7 +212,30 @@ class DynamoDBStore:
         self._region_name = region_name
 
     def __repr__(self) -> str:
-        return f"DynamoDBStore(table_name={self.table_name!r})"
+        return f"DynamoDBStore(table_name={self._peek_table_name()!r})"
+
+    @property
+    def table_name(self) -> str:
+        """The table, read from IDEMPOTENCY_TABLE on first use when not given: a module-level
+        `DynamoDBStore()` imports without one (IDEMPOTENCY_DISABLED, or a test that sets the
+        variable later) and fails only at the first call that needs the table."""
+        if not self._table_name:
+            resolved = self._peek_table_name()
+            if not resolved:
+                raise ConfigurationError(
+                    "no table name: pass DynamoDBStore(table_name) or set IDEMPOTENCY_TABLE"
+                )
+            self._table_name = resolved
+        return self._table_name
+
+    @table_name.setter
+    def table_name(self, value: str) -> None:
+        self._table_name = value
+
+    def _peek_table_name(self) -> str | None:
+        if self._table_name is not None:
+            return self._table_name
+        return os.environ.get("IDEMPOTENCY_TABLE") or None
 
     @property
     def client(self) -> DynamoDBClient:

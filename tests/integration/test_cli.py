@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from lambda_idempotency import DynamoDBStore, _cli, _keys, idempotent
+from lambda_idempotency import DynamoDBStore, _keys, idempotent
+from lambda_idempotency._dev import cli
 from tests.conftest import local_client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +28,7 @@ def fresh_tables(dynamodb_local_endpoint: str, monkeypatch: Any) -> Any:
 
 
 def run(capsys: Any, *argv: str) -> tuple[int, str, str]:
-    status = _cli.main(list(argv))
+    status = cli.main(list(argv))
     captured = capsys.readouterr()
     return status, captured.out, captured.err
 
@@ -51,9 +52,9 @@ def test_invoke_each_sample_event_prints_the_response(
     fresh_tables: Any, dynamodb_local_endpoint: str, capsys: Any
 ) -> None:
     run(capsys, "create-table", "--endpoint", dynamodb_local_endpoint)
-    responses = []
+    responses, outcomes = [], []
     for event in sorted(EVENTS.glob("*.json")):
-        status, out, _ = run(
+        status, out, err = run(
             capsys,
             "invoke",
             "ChargeOrderFunction",
@@ -63,12 +64,19 @@ def test_invoke_each_sample_event_prints_the_response(
             dynamodb_local_endpoint,
         )
         responses.append((status, json.loads(out)))
+        outcomes.append(err.strip().splitlines()[-1])
 
     (s1, first), (s2, retry), (s3, mismatch), (s4, missing) = responses
     assert (s1, s2, s3, s4) == (0, 0, 1, 1)
     assert first["status"] == "charged" and retry == first
     assert mismatch["errorType"] == "PayloadMismatchError"
     assert missing["errorType"] == "KeyMissingError"
+    assert outcomes == [
+        "ChargeOrderFunction: executed",
+        "ChargeOrderFunction: replayed",
+        "ChargeOrderFunction: rejected (payload_mismatch)",
+        "ChargeOrderFunction: rejected (key_missing)",
+    ]
 
 
 def completed_and_stuck_records(store: DynamoDBStore) -> tuple[str, str, str]:
@@ -81,7 +89,7 @@ def completed_and_stuck_records(store: DynamoDBStore) -> tuple[str, str, str]:
 
     handler({"order_id": "o-1"}, None)
     completed = _keys.key_hash("Charge.app.handler", None, "o-1")
-    now = _cli._now_ms()
+    now = cli._now_ms()
     old, fresh = "ns#old-stuck", "ns#fresh"
     for pk, claimed in ((old, now - 3_600_000), (fresh, now)):
         store.claim(
@@ -114,7 +122,7 @@ def test_inspect_by_raw_key_and_by_pk(
     assert described["lease_left_s"] < 0  # claimed an hour ago with a 15-minute lease
 
 
-def test_inspect_missing_record_and_missing_table(
+def test_inspect_missing_record(
     store: DynamoDBStore, dynamodb_local_endpoint: str, capsys: Any
 ) -> None:
     status, _, err = run(
@@ -128,20 +136,6 @@ def test_inspect_missing_record_and_missing_table(
         "nope",
     )
     assert status == 2 and "no record nope" in err
-
-    status, _, err = run(
-        capsys,
-        "inspect",
-        "--table",
-        "no-such-table",
-        "--endpoint",
-        dynamodb_local_endpoint,
-        "--pk",
-        "x",
-    )
-    assert status == 2
-    assert "ResourceNotFoundException" in err and "does not exist" in err
-    assert "Traceback" not in err
 
 
 def test_stuck_lists_old_in_progress_records_with_progress_and_cost(
@@ -205,7 +199,7 @@ def test_no_credentials_is_one_clear_line(capsys: Any, monkeypatch: Any, tmp_pat
 def test_invoke_against_moto_server(capsys: Any, monkeypatch: Any) -> None:
     from moto.server import ThreadedMotoServer
 
-    from lambda_idempotency._dynamodb_local import free_port
+    from lambda_idempotency._dev.dynamodb_local import free_port
 
     monkeypatch.chdir(ROOT)
     port = free_port()
@@ -222,3 +216,386 @@ def test_invoke_against_moto_server(capsys: Any, monkeypatch: Any) -> None:
     assert first[0] == retry[0] == 0
     assert json.loads(first[1]) == json.loads(retry[1])
     assert json.loads(first[1])["status"] == "charged"
+
+
+# -- invoke: a set-up failure is one line naming where and the fix ---------------------------
+
+
+def invoke_first_call(capsys: Any, *extra: str) -> tuple[int, str, str]:
+    event = str(EVENTS / "01-first-call.json")
+    return run(capsys, "invoke", "ChargeOrderFunction", "--event", event, *extra)
+
+
+def test_invoke_with_no_dynamodb_running_says_how_to_start_one(
+    capsys: Any, monkeypatch: Any
+) -> None:
+    from lambda_idempotency._dev.dynamodb_local import free_port
+
+    monkeypatch.chdir(ROOT)
+    nobody = f"http://127.0.0.1:{free_port()}"
+
+    status, out, err = invoke_first_call(capsys, "--endpoint", nobody)
+
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1, err
+    assert f"cannot reach DynamoDB at {nobody} (table IdempotencyTable)" in err
+    assert "`lambda-idempotency local --port" in err
+
+    status, out, err = invoke_first_call(capsys, "--endpoint", nobody, "-v")
+    assert json.loads(out)["errorType"] == "StoreError"  # Lambda's error document, behind -v
+
+
+def test_invoke_with_a_missing_table_names_it_and_the_command_that_creates_it(
+    fresh_tables: Any, dynamodb_local_endpoint: str, capsys: Any
+) -> None:
+    status, out, err = invoke_first_call(capsys, "--endpoint", dynamodb_local_endpoint)
+
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1, err
+    assert "tables IdempotencyTable, ChargesTable not found" in err
+    assert f"`lambda-idempotency create-table --endpoint {dynamodb_local_endpoint}`" in err
+
+
+def test_invoke_with_no_credentials_points_at_a_local_run(
+    capsys: Any, monkeypatch: Any, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(ROOT)
+    without_credentials(monkeypatch, tmp_path)
+
+    status, out, err = invoke_first_call(capsys)
+
+    assert status == 2 and out == ""
+    assert err.count("\n") == 1, err
+    assert "no AWS credentials to reach table IdempotencyTable" in err
+    assert "`lambda-idempotency local`, then add `--endpoint http://127.0.0.1:8000`" in err
+
+
+def test_invoke_shows_the_handlers_own_output(
+    dynamodb_local_endpoint: str, capsys: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    template = write_template(tmp_path, 'print("hello from the handler")\n')
+    monkeypatch.chdir(tmp_path)
+    client = local_client(dynamodb_local_endpoint)
+    if "PrintTable" not in client.list_tables()["TableNames"]:
+        run(capsys, "create-table", "--endpoint", dynamodb_local_endpoint)
+    event = tmp_path / "e.json"
+    event.write_text(json.dumps({"id": f"k-{tmp_path.name}"}))
+
+    status, out, err = run(
+        capsys, "invoke", "Printer", "-e", str(event), "--endpoint", dynamodb_local_endpoint
+    )
+
+    assert status == 0 and json.loads(out) == {"ok": True}
+    assert "hello from the handler" in err and err.strip().endswith("Printer: executed")
+    assert template.exists()
+
+
+def write_template(folder: Path, body: str) -> Path:
+    """A one-function template whose handler runs `body` and returns {"ok": true}."""
+    (folder / "fn").mkdir()
+    (folder / "fn" / "app.py").write_text(
+        "from lambda_idempotency import DynamoDBStore, idempotent\n\n"
+        "@idempotent(store=DynamoDBStore(), key='id')\n"
+        "def handler(event, context):\n"
+        + "".join(f"    {line}\n" for line in body.splitlines())
+        + "    return {'ok': True}\n"
+    )
+    template = folder / "template.yaml"
+    template.write_text(
+        f"""
+Resources:
+  PrintTable:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      AttributeDefinitions: [{{AttributeName: pk, AttributeType: S}}]
+      KeySchema: [{{AttributeName: pk, KeyType: HASH}}]
+  Layer:
+    Type: AWS::Serverless::LayerVersion
+    Properties:
+      ContentUri: {ROOT / "layer"}
+  Printer:
+    Type: AWS::Serverless::Function
+    Properties:
+      Handler: app.handler
+      CodeUri: fn
+      Layers: [!Ref Layer]
+      Environment:
+        Variables:
+          IDEMPOTENCY_TABLE: !Ref PrintTable
+"""
+    )
+    return template
+
+
+def without_credentials(monkeypatch: Any, tmp_path: Path) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # never ask a metadata service
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
+    monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_DYNAMODB", raising=False)
+
+
+# -- CLI traps -------------------------------------------------------------------------------
+
+
+def test_template_is_accepted_after_the_command(capsys: Any, tmp_path: Path) -> None:
+    template = write_template(tmp_path, "pass")
+    status, _, err = run(capsys, "invoke", "Nope", "-e", "x.json", "--template", str(template))
+    assert status == 2
+    assert "no function 'Nope' in template.yaml (functions: Printer)" in err
+    assert "--template" in err
+
+
+def test_create_table_of_an_unknown_table_lists_the_tables(capsys: Any, monkeypatch: Any) -> None:
+    monkeypatch.chdir(ROOT)
+    status, _, err = run(
+        capsys, "create-table", "--endpoint", "http://127.0.0.1:9", "--table", "Nope"
+    )
+    assert status == 2
+    assert "no DynamoDB table 'Nope' in template.yaml" in err
+    assert "(tables: IdempotencyTable, ChargesTable)" in err
+
+
+@pytest.mark.parametrize("command", ["inspect", "stuck", "release"])
+def test_operator_commands_on_a_wrong_table_name_it_and_the_fix(
+    command: str, store: DynamoDBStore, dynamodb_local_endpoint: str, capsys: Any
+) -> None:
+    record = ["--pk", "x"] if command != "stuck" else []
+    status, _, err = run(
+        capsys,
+        command,
+        "--table",
+        "no-such-table",
+        "--endpoint",
+        dynamodb_local_endpoint,
+        *record,
+    )
+    assert status == 2 and err.count("\n") == 1, err
+    assert f"no table no-such-table at {dynamodb_local_endpoint}" in err
+    assert store.table_name in err  # the tables there are
+    assert "name one of them with --table" in err
+    assert f"`lambda-idempotency create-table --endpoint {dynamodb_local_endpoint}`" in err
+
+
+def test_run_samples_without_the_events_folder_fails_clearly(capsys: Any, monkeypatch: Any) -> None:
+    monkeypatch.chdir(ROOT)
+    status, out, err = run(capsys, "run-samples", "--events", "no-such-folder")
+    assert status == 2 and out == ""
+    assert "no events folder no-such-folder: pass --events FOLDER" in err
+
+
+def test_run_samples_reports_functions_without_events(
+    dynamodb_local_endpoint: str, capsys: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    template = write_template(tmp_path, "pass")
+    with_events = tmp_path / "events"
+    (with_events / "elsewhere").mkdir(parents=True)
+    (with_events / "elsewhere" / "e.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+
+    status, _, err = run(
+        capsys, "run-samples", "--template", str(template), "--endpoint", dynamodb_local_endpoint
+    )
+    assert status == 2 and "no events for any function in events" in err
+
+    (with_events / "fn").mkdir()
+    (with_events / "fn" / "e.json").write_text(json.dumps({"id": f"s-{tmp_path.name}"}))
+    text = template.read_text().replace(
+        "  Printer:",
+        "  Quiet:\n    Type: AWS::Serverless::Function\n    Properties:\n"
+        "      Handler: app.handler\n      CodeUri: quiet\n  Printer:",
+    )
+    template.write_text(text)
+    status, out, _ = run(
+        capsys, "run-samples", "--template", str(template), "--endpoint", dynamodb_local_endpoint
+    )
+    assert status == 0
+    assert "Quiet (app.handler)\n  no events in events/quiet/: not invoked" in out
+    assert "executed" in out
+
+
+def test_inspect_shows_the_stored_result_decoded(
+    store: DynamoDBStore, dynamodb_local_endpoint: str, capsys: Any
+) -> None:
+    big = "x" * 500_000 + "".join(f"{i:x}" for i in range(200_000))  # past one item: chunked
+
+    @idempotent(store=store, key="id", namespace="Show")
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"small": event["id"]} if event["id"] == "s" else {"big": big}
+
+    handler({"id": "s"}, None)
+    handler({"id": "b"}, None)
+    where = ("--table", store.table_name, "--endpoint", dynamodb_local_endpoint)
+
+    status, out, _ = run(capsys, "inspect", *where, "--key", "s", "--namespace", "Show", "--result")
+    assert status == 0
+    assert 'decoded  13 bytes as JSON:\n{\n  "small": "s"\n}' in out
+
+    status, out, _ = run(
+        capsys, "inspect", *where, "--key", "b", "--namespace", "Show", "--result", "--json"
+    )
+    described = json.loads(out)
+    assert described["result"] == {"big": big}
+    assert described["result_json_bytes"] == len(json.dumps({"big": big}, separators=(",", ":")))
+    assert 0 < described["result_bytes"] < described["result_json_bytes"]
+
+
+# -- lambda-idempotency local, and the README's lines as written ----------------------------
+
+
+def shell_lines(document: str, start: str, end: str | None = None) -> list[str]:
+    """The shell lines of the ```sh blocks between `start` and `end` in a document (only the
+    first block when `end` is None), continuation lines joined, comments dropped."""
+    text = (ROOT / document).read_text(encoding="utf-8")
+    text = text[text.index(start) :]
+    if end is not None:
+        text = text[: text.index(end)]
+    blocks = [part.split("```", 1)[0] for part in text.split("```sh\n")[1:]]
+    if end is None:
+        blocks = blocks[:1]
+    lines = []
+    for block in blocks:
+        for line in block.replace("\\\n", " ").splitlines():
+            command = line.split("  #")[0].strip()
+            if command and not command.startswith("#"):
+                lines.append(command)
+    return lines
+
+
+def run_as_written(lines: list[str]) -> list[str]:
+    """Each line in order, from the project's folder, with `python -m lambda_idempotency` for
+    the venv's script and a free port for 8000 (other runs on this machine may hold 8000).
+    Stops the background DynamoDB Local whatever happens."""
+    import os
+    import subprocess
+    import sys
+
+    from lambda_idempotency._dev.dynamodb_local import free_port
+
+    port = free_port()
+    outputs = []
+    try:
+        for line in lines:
+            command = line.replace(
+                ".venv/bin/lambda-idempotency", f"{sys.executable} -m lambda_idempotency"
+            )
+            command = command.replace("http://127.0.0.1:8000", f"http://127.0.0.1:{port}")
+            if " local " in f"{command} ":
+                command += f" --port {port}"
+            completed = subprocess.run(
+                command,
+                check=False,
+                shell=True,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=180,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+            assert completed.returncode == 0, (line, completed.stdout, completed.stderr)
+            outputs.append(completed.stdout + completed.stderr)
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "lambda_idempotency", "local", "stop", "--port", str(port)],
+            cwd=ROOT,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    assert f"stopped DynamoDB Local on port {port}" in outputs[-1]
+    return outputs
+
+
+@pytest.mark.timeout(240)  # a fresh process per line; a timeout would leave the JVM behind
+def test_the_readme_local_block_runs_as_written() -> None:
+    lines = shell_lines("README.md", "The same tool invokes one function")
+    assert lines[0] == ".venv/bin/lambda-idempotency local --background"
+    assert lines[-1] == ".venv/bin/lambda-idempotency local stop"
+
+    joined = "\n".join(run_as_written(lines))
+
+    assert "table IdempotencyTable created, TTL on expiration" in joined
+    assert "ChargeOrderFunction: executed" in joined
+    assert "ChargeOrderFunction: replayed" in joined
+    assert '"status": "charged"' in joined  # inspect --result
+    assert "released ChargeOrderFunction.app.lambda_handler#" in joined
+
+
+@pytest.mark.timeout(300)  # run-samples invokes every sample
+def test_the_operations_guide_local_blocks_run_as_written() -> None:
+    lines = shell_lines("docs/operations.md", "## Without Docker", "## Observability")
+    assert len(lines) == 10 and lines[-1] == ".venv/bin/lambda-idempotency local stop"
+
+    joined = "\n".join(run_as_written(lines))
+
+    assert "ChargeOrderFunction: executed" in joined
+    assert '"result_json_bytes"' in joined and "status   COMPLETED" in joined
+    assert "0 IN_PROGRESS records claimed over 15 min ago" in joined
+    assert "released ChargeOrderFunction.app.lambda_handler#52f85d" in joined
+
+
+def test_local_in_the_foreground_stops_cleanly_on_ctrl_c() -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from lambda_idempotency._dev.dynamodb_local import free_port
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-u", "-m", "lambda_idempotency", "local", "--port", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        lines: list[str] = []
+        deadline = time.monotonic() + 90
+        assert process.stdout is not None
+        while time.monotonic() < deadline and "stop it with Ctrl-C" not in "".join(lines):
+            line = process.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+        assert "stop it with Ctrl-C\n" in lines, lines
+        tables = local_client(f"http://127.0.0.1:{port}").list_tables()["TableNames"]
+        assert sorted(tables) == ["ChargesTable", "IdempotencyTable"]
+
+        process.send_signal(signal.SIGINT)
+        rest, _ = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+    assert process.returncode == 0 and rest.strip().endswith("stopped")
+    with pytest.raises(Exception, match="Could not connect"):
+        local_client(f"http://127.0.0.1:{port}").list_tables()
+
+
+def test_invoke_reads_the_outcome_from_the_counts_when_the_log_lines_go_elsewhere(
+    dynamodb_local_endpoint: str, capsys: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """As with a Powertools Logger that took over the library's logger."""
+    write_template(
+        tmp_path,
+        "import logging\n"
+        "logging.getLogger('lambda_idempotency').handlers.clear()\n"
+        "logging.getLogger('lambda_idempotency').setLevel(logging.WARNING)",
+    )
+    monkeypatch.chdir(tmp_path)
+    client = local_client(dynamodb_local_endpoint)
+    if "PrintTable" not in client.list_tables()["TableNames"]:
+        run(capsys, "create-table", "--endpoint", dynamodb_local_endpoint)
+    event = tmp_path / "e.json"
+    event.write_text(json.dumps({"id": f"quiet-{tmp_path.name}"}))
+    where = ("Printer", "-e", str(event), "--endpoint", dynamodb_local_endpoint)
+
+    first, second = run(capsys, "invoke", *where), run(capsys, "invoke", *where)
+
+    assert first[2].strip().endswith("Printer: executed")
+    assert second[2].strip().endswith("Printer: replayed")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lambda_idempotency import _cli
+from lambda_idempotency._dev import cli
 from tests.conftest import local_client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ def test_run_samples_prints_what_happened_to_each_event(
         if name in client.list_tables()["TableNames"]:
             client.delete_table(TableName=name)
 
-    status = _cli.main(["run-samples", "--endpoint", dynamodb_local_endpoint])
+    status = cli.main(["run-samples", "--endpoint", dynamodb_local_endpoint])
 
     lines = capsys.readouterr().out.splitlines()
     outcome = {line.split()[0]: line for line in lines if line.startswith("  ")}
@@ -66,7 +66,7 @@ def test_run_samples_prints_what_happened_to_each_event(
 
 def test_invoke_reports_a_missing_function_clearly(capsys: Any, monkeypatch: Any) -> None:
     monkeypatch.chdir(ROOT)
-    status = _cli.main(
+    status = cli.main(
         ["invoke", "NoSuchFunction", "--event", "events/charge_order/01-first-call.json"]
     )
     assert status == 2
@@ -93,7 +93,7 @@ def test_invoke_reports_a_bad_event_clearly(
     event = tmp_path / "event.json"
     if content is not None:
         event.write_text(content)
-    status = _cli.main(["invoke", "ChargeOrderFunction", "--event", str(event)])
+    status = cli.main(["invoke", "ChargeOrderFunction", "--event", str(event)])
     out, err = capsys.readouterr()
     assert status == 2
     assert out == ""

@@ -93,12 +93,14 @@ def variant(value: Any) -> Any:
 
 
 def label(value: Any) -> str:
-    """A test id: huge integers have no repr past the interpreter's digit limit."""
+    """A test id: huge integers have no repr past the interpreter's digit limit; ASCII with
+    no backslash, since pytest escapes those in ids and then cannot select the test by its
+    id (`make mutate` selects tests by id)."""
     if isinstance(value, tuple):
         return ",".join(label(item) for item in value)
     if isinstance(value, int) and value.bit_length() > 64:
         return f"int-of-{value.bit_length()}-bits"
-    return repr(value)[:40]
+    return ascii(value)[:40].replace("\\", "/")
 
 
 # -- equal values, equal hashes -----------------------------------------------------------

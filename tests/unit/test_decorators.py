@@ -122,10 +122,11 @@ def test_invalid_configuration_fails_at_decoration() -> None:
         idempotent(store=store, key="id", on_in_progress="block")(lambda event, context: None)  # type: ignore[typeddict-item]
 
 
-def test_store_needs_a_table_name(monkeypatch: Any) -> None:
+def test_store_needs_a_table_name_by_its_first_use(monkeypatch: Any) -> None:
     monkeypatch.delenv("IDEMPOTENCY_TABLE", raising=False)
+    store = DynamoDBStore()  # a module-level store imports without one
     with pytest.raises(ConfigurationError, match="IDEMPOTENCY_TABLE"):
-        DynamoDBStore()
+        store.get("any-key")
     monkeypatch.setenv("IDEMPOTENCY_TABLE", "from-env")
     assert DynamoDBStore().table_name == "from-env"
 

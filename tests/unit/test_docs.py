@@ -1,34 +1,244 @@
-"""The examples in the docs run: docs/testing.md's examples are tests for the plugin."""
+"""Every Python example in README.md and docs/*.md runs, as written, against the template's
+tables (in moto): an example copied into a function must work there.
+
+Each example runs alone, as a module of its own, unless its first line is the marker
+`# continues the example above`: then it starts with the names the example before it on the
+same page defined. Examples that define `test_` functions run under pytest with the installed
+plugin. Beyond running, the tests below call the handlers the examples define, with the
+events the pages describe, and check what a caller would see.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 import subprocess
 import sys
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lambda_idempotency import DynamoDBStore
+from lambda_idempotency._dev.template import Template
+from lambda_idempotency.testing import IdempotencyTable
+from tests.batch_events import batch, sqs_record
+from tests.conftest import FakeContext
+from tests.http_events import http_event, jwt
+from tests.unit.test_metrics import counts, emf_lines
 
 ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+CONTINUES = "# continues the example above"
+OWN_TESTS = {"operations.md": "test_the_operations_guide_examples_write_what_it_shows"}
+"""Pages whose examples change process-wide logging: run by a test that undoes it."""
+
+
+@dataclass(frozen=True)
+class Example:
+    page: Path
+    line: int
+    code: str
+
+    def __str__(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+    @property
+    def is_pytest(self) -> bool:
+        return re.search(r"^def test_", self.code, re.MULTILINE) is not None
+
+
+def python_examples(page: Path) -> list[Example]:
+    text = page.read_text(encoding="utf-8")
+    return [
+        Example(page, text.count("\n", 0, match.start()) + 2, match.group(1))
+        for match in re.finditer(r"^```python\n(.*?)^```", text, re.DOTALL | re.MULTILINE)
+    ]
 
 
 def python_blocks(markdown: Path) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", markdown.read_text(encoding="utf-8"), re.DOTALL)
+    return [example.code for example in python_examples(markdown)]
 
 
-def test_testing_md_examples_pass_with_the_installed_plugin(tmp_path: Path) -> None:
-    examples = [
-        block for block in python_blocks(ROOT / "docs" / "testing.md") if "def test_" in block
+def run_examples(page: Path) -> list[dict[str, Any]]:
+    """Runs the page's examples (not its pytest ones) in order; their namespaces."""
+    namespaces: list[dict[str, Any]] = []
+    for example in python_examples(page):
+        if example.is_pytest:
+            continue
+        module = types.ModuleType(f"docs_example_{example.page.stem}_{example.line}")
+        sys.modules[module.__name__] = module  # dataclasses look their module up
+        namespace = vars(module)
+        if example.code.startswith(CONTINUES):
+            assert namespaces, f"{example}: continues, but no example comes before it"
+            namespace.update({k: v for k, v in namespaces[-1].items() if not k.startswith("__")})
+        try:
+            exec(compile(example.code, str(example), "exec"), namespace)
+        except Exception as error:
+            raise AssertionError(f"the example at {example} fails: {error!r}") from error
+        namespaces.append(namespace)
+    return namespaces
+
+
+@pytest.fixture(autouse=True)
+def _forget_example_modules() -> Iterator[None]:
+    yield
+    for name in [name for name in sys.modules if name.startswith("docs_example_")]:
+        del sys.modules[name]
+
+
+@pytest.fixture
+def template_tables() -> Iterator[IdempotencyTable]:
+    """The template's tables in moto, under their local names, and the environment its
+    functions get (IDEMPOTENCY_TABLE, CHARGES_TABLE, ...)."""
+    template = Template(ROOT / "template.yaml")
+    with IdempotencyTable(root=ROOT) as tables:
+        for spec in template.tables():
+            tables.client.create_table(
+                TableName=spec.name,
+                KeySchema=spec.key_schema,
+                AttributeDefinitions=spec.attribute_definitions,
+                BillingMode="PAY_PER_REQUEST",
+            )
+        for function in template.functions().values():
+            tables.setenv(**function.environment)
+        yield tables
+
+
+def items(tables: IdempotencyTable, name: str) -> list[dict[str, Any]]:
+    return list(tables.client.scan(TableName=name)["Items"])
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        page
+        for page in PAGES
+        if any(not example.is_pytest for example in python_examples(page))
+        and page.name not in OWN_TESTS
+    ],
+    ids=lambda page: page.name,
+)
+def test_every_example_of_the_page_runs(page: Path, template_tables: IdempotencyTable) -> None:
+    assert run_examples(page)
+
+
+def test_every_page_with_examples_is_run() -> None:
+    """A page is run by the test above, by a test of its own, or holds only pytest tests."""
+    own = {name for name in OWN_TESTS if OWN_TESTS[name] in globals()}
+    assert own == set(OWN_TESTS)
+    markers = [
+        str(example)
+        for page in PAGES
+        for example in python_examples(page)
+        if CONTINUES in example.code and not example.code.startswith(CONTINUES)
     ]
-    assert examples
+    assert markers == [], "the marker must be an example's first line"
+
+
+def test_the_readme_examples_replay_and_answer_batches(template_tables: IdempotencyTable) -> None:
+    direct, http, sqs = run_examples(ROOT / "README.md")
+
+    assert direct["handler"]({"order_id": "o-1"}, FakeContext()) is None
+    assert direct["handler"]({"order_id": "o-1"}, FakeContext()) is None
+    assert len(items(template_tables, "IdempotencyTable")) == 1
+    answer = http["lambda_handler"](http_event("http-api", method="GET"), FakeContext())
+    assert answer["statusCode"] == 201
+    event = batch(sqs_record("m-1", {"order_id": "o-2"}), sqs_record("m-2", {"order_id": "o-2"}))
+    assert sqs["lambda_handler"](event, FakeContext()) == {"batchItemFailures": []}
+
+
+def test_the_guide_examples_do_what_the_guide_says(template_tables: IdempotencyTable) -> None:
+    decorators, _, on_replay, transaction = run_examples(ROOT / "docs" / "guide.md")
+
+    receipt = decorators["ship"](decorators["Order"]("o-1"))
+    assert decorators["ship"](decorators["Order"]("o-1")) == receipt
+    assert type(receipt) is decorators["Receipt"]
+    on_replay["handler"]({"order_id": "o-2"}, FakeContext())
+    assert on_replay["handler"]({"order_id": "o-2"}, FakeContext()) == {
+        "order_id": "o-2",
+        "replayed": True,
+    }
+    order = {"order_id": "o-3", "amount_cents": 1250}
+    assert transaction["handler"](order, FakeContext()) == {"status": "charged"}
+    assert transaction["handler"](order, FakeContext()) == {"status": "charged"}
+    assert items(template_tables, "ChargesTable") == [
+        {"charge_id": {"S": "ch_o-3"}, "amount_cents": {"N": "1250"}}
+    ]
+
+
+def test_the_http_example_creates_once_and_replays(template_tables: IdempotencyTable) -> None:
+    create, _ = run_examples(ROOT / "docs" / "http.md")
+    request = http_event(
+        "http-api", headers={"Idempotency-Key": '"k-1"'}, body="{}", authorizer=jwt("user-1")
+    )
+
+    first = create["create_payment"](request, FakeContext())
+    again = create["create_payment"](request, FakeContext())
+
+    assert first["statusCode"] == again["statusCode"] == 201
+    assert json.loads(again["body"]) == {"id": "pay_123", "status": "created"}
+    assert again["headers"]["Idempotent-Replayed"] == "true"
+
+
+def test_the_batch_example_ships_an_order_once(template_tables: IdempotencyTable) -> None:
+    (ship,) = run_examples(ROOT / "docs" / "batch.md")
+    event = batch(sqs_record("m-1", {"order_id": "o-1"}), sqs_record("m-2", {"order_id": "o-1"}))
+
+    assert ship["lambda_handler"](event, FakeContext()) == {"batchItemFailures": []}
+    assert len(items(template_tables, "IdempotencyTable")) == 1
+
+
+def test_the_pytest_examples_pass_with_the_installed_plugin(tmp_path: Path) -> None:
+    """Run from the project's root, so `import_handler` finds functions/ as a user's tests
+    find their own handlers."""
+    examples = [example for page in PAGES for example in python_examples(page) if example.is_pytest]
+    tests = sum(len(re.findall(r"^def test_", example.code, re.MULTILINE)) for example in examples)
+    assert {example.page.name for example in examples} >= {"testing.md", "guide.md"}
     test_file = tmp_path / "test_examples.py"
-    test_file.write_text("\n\n".join(examples), encoding="utf-8")
+    test_file.write_text("\n\n".join(example.code for example in examples), encoding="utf-8")
 
     completed = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test_file)],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
+        cwd=ROOT,
         check=False,
     )
 
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert "2 passed" in completed.stdout
+    assert f"{tests} passed" in completed.stdout
+
+
+def test_the_operations_guide_examples_write_what_it_shows(
+    moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The metrics examples print the EMF lines the guide describes; the Logger set-up runs."""
+    blocks = python_blocks(ROOT / "docs" / "operations.md")
+    assert len(blocks) == 2
+    monkeypatch.setenv("IDEMPOTENCY_TABLE", moto_store.table_name)
+    namespace: dict[str, Any] = {}
+    ours = logging.getLogger("lambda_idempotency")
+    saved = ours.handlers[:], ours.level, ours.propagate
+    try:
+        exec(blocks[0], namespace)
+        namespace["charge"]({"order_id": "order-1", "amount": 3}, FakeContext())
+        namespace["refund"]({"refund_id": "order-1", "amount": 3}, FakeContext())
+        namespace["ship"]({"order_id": "order-1"}, FakeContext())
+        exec(blocks[1], namespace)  # the Logger set-up
+    finally:
+        namespace["metrics"].clear_metrics()
+        ours.handlers, ours.propagate = saved[0], saved[2]
+        ours.setLevel(saved[1])
+        powertools_logger = logging.getLogger("checkout")  # bound to this test's stdout
+        powertools_logger.handlers.clear()
+        vars(powertools_logger).pop("init", None)
+
+    documents = emf_lines(capsys.readouterr().out)
+    namespaces = [d["_aws"]["CloudWatchMetrics"][0]["Namespace"] for d in documents]
+    assert namespaces == ["LambdaIdempotency", "Payments", "Orders"]
+    assert counts(documents) == {"executed": 3, "OrderShipped": 1}

@@ -4,8 +4,15 @@ again. Properties over generated results, and the hostile ones found by an attac
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import math
+import os
+import re
+import typing
+import uuid
 from decimal import Decimal
+from enum import Enum
 from typing import Any
 
 import pytest
@@ -19,6 +26,8 @@ from lambda_idempotency import (
     idempotent,
 )
 from lambda_idempotency._encoding import MAX_STORED_BYTES, NOT_STORED, encode, loads, unpack
+from tests.conftest import RoundTrips
+from tests.unit.models import Shipment
 
 
 def replay(result: Any) -> Any:
@@ -201,3 +210,270 @@ def test_storable_oddities_replay_what_the_first_caller_got(
     first = handler({"id": 1}, None)
     assert same(handler({"id": 1}, None), first)
     assert runs == [1]
+
+
+# -- results that look like the stored format --------------------------------------------------
+
+plain_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=4), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@given(plain_values, st.sampled_from(["int", "bytes", "decimal", "dict"]), st.booleans())
+def test_a_plain_result_shaped_like_a_tag_replays_as_itself(
+    inner: Any, tag: str, large: bool
+) -> None:
+    """Plain JSON is never read as typed: a user's dict keyed "\\u0000" stays a dict, small
+    or large enough to be stored compressed."""
+    result = {"\u0000": tag, "v": "ff" if tag != "dict" else [["k", 1]], "inner": inner}
+    if large:
+        result["padding"] = "x" * 2048
+    assert not encode(result).typed
+    assert same(replay(result), result)
+
+
+def test_a_stored_format_this_version_does_not_know_is_an_error_not_a_replay() -> None:
+    with pytest.raises(ValueError, match="unknown stored result format b'q'"):
+        unpack(b'q{"a": 1}')
+
+
+# -- what plain JSON does with common types, in both forms ------------------------------------
+
+
+class Colour(Enum):
+    RED = "red"
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+
+
+WHEN = datetime.datetime(2026, 11, 23, 14, 0, tzinfo=datetime.UTC)
+COMMON = {
+    "when": WHEN,
+    "day": WHEN.date(),
+    "at": WHEN.time(),
+    "colour": Colour.RED,
+    "point": Point(1, 2),
+    "tags": {"b", "a"},
+    "mixed": {1, "a"},
+    7: "int key",
+    2.5: "float key",
+    True: "bool key",
+    None: "null key",
+}
+COMMON_AS_JSON = {
+    "when": WHEN.isoformat(),
+    "day": WHEN.date().isoformat(),
+    "at": WHEN.time().isoformat(),
+    "colour": "red",
+    "point": {"x": 1, "y": 2},
+    "tags": ["a", "b"],
+    "mixed": ["a", 1],  # sorted by repr: a set of mixed types is still storable
+    "7": "int key",
+    "2.5": "float key",
+    "true": "bool key",
+    "null": "null key",
+}
+
+
+def test_common_types_replay_as_json_spells_them() -> None:
+    assert replay(COMMON) == COMMON_AS_JSON
+    assert not encode(COMMON).typed
+
+
+def test_common_types_beside_bytes_replay_as_they_do_without_them() -> None:
+    """The typed form, taken for the bytes, spells every other value as plain JSON does."""
+    expected = {**COMMON_AS_JSON, "raw": b"\x00\xff"}
+    assert encode({**COMMON, "raw": b"\x00\xff"}).typed
+    assert replay({**COMMON, "raw": b"\x00\xff"}) == expected
+
+
+def test_a_container_under_a_number_key_replays_in_the_typed_form() -> None:
+    assert replay({8: [b"nested"], 9: {"deeper": [Decimal("1.5")]}}) == {
+        "8": [b"nested"],
+        "9": {"deeper": [Decimal("1.5")]},
+    }
+
+
+def test_a_cycle_is_named_by_the_container_it_runs_through() -> None:
+    assert encode(circular()).problem == "not_serializable: a circular list"
+    looped: dict[str, Any] = {"raw": b"x"}
+    looped["self"] = looped
+    assert encode(looped).problem == "not_serializable: a circular dict"
+
+
+def test_a_pydantic_result_with_uuid_datetime_and_decimal_fields_replays_equal(
+    moto_store: DynamoDBStore,
+) -> None:
+    shipment = Shipment(id=uuid.UUID(int=7), shipped_at=WHEN, weight_kg=Decimal("2.50"))
+
+    @idempotent(store=moto_store, key="id", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> Shipment:
+        return shipment
+
+    assert handler({"id": 1}, None) is shipment
+    assert handler({"id": 1}, None) == shipment
+
+
+def test_the_same_list_twice_is_not_a_cycle() -> None:
+    shared = [b"bytes", Decimal("1.5")]
+    result = {"first": shared, "second": shared, "again": [shared]}
+    assert same(replay(result), {"first": shared, "second": shared, "again": [shared]})
+
+
+def test_a_typed_result_replays_equal_from_the_warm_cache_with_no_request(
+    moto_store: DynamoDBStore,
+) -> None:
+    runs: list[int] = []
+
+    @idempotent(store=moto_store, key="id")
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        runs.append(1)
+        return {"raw": b"\x00\xff", "amount": Decimal("12.30")}
+
+    first = handler({"id": 1}, None)
+    requests = RoundTrips(moto_store.client)
+    assert handler({"id": 1}, None) == first == {"raw": b"\x00\xff", "amount": Decimal("12.30")}
+    assert requests.take() == [] and runs == [1]
+
+
+# -- results too large, or not storable: what their retries are told ---------------------------
+
+
+def test_a_result_too_large_to_store_completes_the_key_and_retries_say_so(
+    moto_store: DynamoDBStore,
+) -> None:
+    runs: list[int] = []
+
+    @idempotent(store=moto_store, key="id", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> bytes:
+        runs.append(1)
+        return os.urandom(MAX_STORED_BYTES)
+
+    handler({"id": 1}, None)
+    with pytest.raises(ResultTooLargeError) as raised:
+        handler({"id": 1}, None)
+    assert raised.value.key_hash is not None
+    assert re.fullmatch(
+        r"the first run's result was too large to store \(\d+ bytes stored\); the handler is "
+        r"not run again for this key",
+        str(raised.value),
+    )
+    assert runs == [1]
+    assert handler.idempotency.stats["result_not_storable"] == 1
+
+
+def test_an_unstorable_result_names_its_type_to_its_retries() -> None:
+    with pytest.raises(ResultNotSerializableError) as raised:
+        unpack(encode(Opaque()).blob)
+    assert str(raised.value) == (
+        "the first run's result could not be stored (Opaque); the handler is not run again "
+        "for this key"
+    )
+
+
+def test_too_deep_a_result_is_a_marker_not_a_crash() -> None:
+    deep: Any = b"bottom"
+    for _ in range(100_000):
+        deep = [deep]
+    encoded = encode(deep)
+    assert encoded.problem == "not_serializable: nesting too deep"
+    with pytest.raises(ResultNotSerializableError, match=r"\(nesting too deep\)"):
+        unpack(encoded.blob)
+
+
+def test_compression_starts_at_512_bytes_of_json() -> None:
+    """Below that, zlib's header and CPU outweigh what it saves."""
+    assert encode("a" * 509).blob[:1] == b"j"  # 511 bytes of JSON with its quotes
+    assert encode("a" * 510).blob[:1] == b"z"
+
+
+# -- replays rebuilt as the return annotation says ---------------------------------------------
+
+
+@dataclasses.dataclass
+class Invoice:
+    number: str
+    lines: list[Point]
+    issued: datetime.date
+    total: int = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.total = sum(line.x * line.y for line in self.lines)
+
+
+DAY = datetime.date(2026, 11, 23)
+ANNOTATED = [
+    (tuple[datetime.date, ...], (DAY, DAY, DAY)),
+    (tuple[datetime.date, Decimal], (DAY, Decimal("1.5"))),
+    (tuple[datetime.date, str], (DAY, "x")),
+    (tuple[int, str], (1, "x", "more than it says")),
+    (list[datetime.date], [DAY, DAY]),
+    (typing.List, [1, "x"]),  # noqa: UP006  (bare typing.List: no item type)
+    (list, [1, "x"]),
+    (set[datetime.date], {DAY, datetime.date(2026, 1, 1)}),
+    (frozenset[str], frozenset({"a", "b"})),
+    (dict[str, datetime.datetime], {"at": WHEN}),
+    (dict, {"a": 1}),
+    (typing.Dict, {"a": 1}),  # noqa: UP006  (bare typing.Dict: no value type)
+    (datetime.datetime, WHEN),
+    (datetime.date, DAY),
+    (datetime.time, WHEN.time()),
+    (Colour, Colour.RED),
+    (datetime.date | None, DAY),
+    (datetime.date | None, None),
+    (typing.Optional[datetime.date], DAY),  # noqa: UP045  (typing.Union, not types.UnionType)
+    (datetime.date | str, "not a date"),
+    (Decimal | str, "n/a"),
+    (Any, {"a": [1]}),
+    (typing.Annotated[int, {"unit": "cents"}], 1250),  # metadata that cannot be hashed
+    (Invoice, Invoice("i-1", [Point(2, 3), Point(1, 1)], DAY)),
+    (Invoice, ["not", "an", "invoice"]),
+    (Point, "not a point"),
+]
+
+
+@pytest.mark.parametrize(
+    ("annotation", "result"),
+    ANNOTATED,
+    ids=[f"{annotation!r}-{type(result).__name__}" for annotation, result in ANNOTATED],
+)
+def test_a_replay_is_rebuilt_as_the_return_annotation_says(
+    moto_store: DynamoDBStore, annotation: Any, result: Any
+) -> None:
+    """Dataclasses, dates, enums, Decimals and containers of them come back as what the
+    first caller got; a value the annotation does not describe replays as it was stored."""
+    runs: list[int] = []
+
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        runs.append(1)
+        return result
+
+    handler.__annotations__["return"] = annotation
+    protected = idempotent(store=moto_store, key="id", cache_size=0)(handler)
+
+    assert protected({"id": 1}, None) is result
+    replayed = protected({"id": 1}, None)
+    assert replayed == result and type(replayed) is type(result)
+    if isinstance(result, tuple | list):
+        assert [type(item) for item in replayed] == [type(item) for item in result]
+    assert runs == [1]
+
+
+def test_a_replay_for_an_unresolvable_annotation_is_the_stored_json(
+    moto_store: DynamoDBStore,
+) -> None:
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        return DAY
+
+    handler.__annotations__["return"] = "NoSuchType"
+    protected = idempotent(store=moto_store, key="id", cache_size=0)(handler)
+    assert protected({"id": 1}, None) == DAY
+    assert protected({"id": 1}, None) == DAY.isoformat()

@@ -16,8 +16,8 @@ from lambda_idempotency import (
     current_execution,
     idempotent,
 )
+from lambda_idempotency._dev.template import FUNCTION_TYPE, Template
 from lambda_idempotency._store import RUNTIME_IAM_ACTIONS
-from lambda_idempotency._template import FUNCTION_TYPE, Template
 from tests.conftest import RoundTrips
 
 ROOT = Path(__file__).resolve().parents[2]

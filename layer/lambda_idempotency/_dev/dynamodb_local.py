@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -78,8 +80,13 @@ def free_port() -> int:
 class DynamoDBLocal:
     """One in-memory DynamoDB Local process on loopback. Use as a context manager."""
 
-    def __init__(self, *, home: Path | None = None, port: int | None = None) -> None:
+    def __init__(
+        self, *, home: Path | None = None, port: int | None = None, detached: bool = False
+    ) -> None:
+        """`detached`: the emulator outlives this process (its own session, no parent-death
+        signal), for `lambda-idempotency local --background`; stop it by its pid."""
         self.home = home
+        self.detached = detached
         self.port = port if port is not None else free_port()
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
         self._process: subprocess.Popen[bytes] | None = None
@@ -111,10 +118,21 @@ class DynamoDBLocal:
             str(self.port),
         ]
         self._process = subprocess.Popen(
-            command, cwd=jar_dir, stdout=self._log, stderr=subprocess.STDOUT
+            command,
+            cwd=jar_dir,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=(  # noqa: PLW1509
+                _die_with_parent if sys.platform == "linux" and not self.detached else None
+            ),
+            start_new_session=self.detached,
         )
         self._wait_ready(timeout)
         return self.endpoint_url
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
 
     def _wait_ready(self, timeout: float) -> None:
         """Ready when it answers HTTP; DynamoDB Local answers a bare GET with 400."""
@@ -163,3 +181,13 @@ class DynamoDBLocal:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _die_with_parent() -> None:
+    """Linux: the emulator gets SIGTERM when the thread that started it ends, even by
+    `os._exit` or SIGKILL (a test run stopped by pytest-timeout skips every teardown), so no
+    JVM outlives the run that started it. Start it from a thread that lives as long as it."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)

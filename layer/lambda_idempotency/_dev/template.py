@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._errors import ConfigurationError
+from .._errors import ConfigurationError
 
 TABLE_TYPE = "AWS::DynamoDB::Table"
 FUNCTION_TYPE = "AWS::Serverless::Function"
@@ -88,7 +88,10 @@ class Template:
                 raise ConfigurationError(f"{len(tables)} DynamoDB tables in the template; name one")
             logical_id = next(iter(tables))
         if logical_id not in tables:
-            raise ConfigurationError(f"no DynamoDB table {logical_id!r} in the template")
+            known = ", ".join(tables) or "none"
+            raise ConfigurationError(
+                f"no DynamoDB table {logical_id!r} in {self.path.name} (tables: {known})"
+            )
         properties = tables[logical_id].get("Properties", {})
         ttl = properties.get("TimeToLiveSpecification") or {}
         return TableSpec(
@@ -123,7 +126,7 @@ class Template:
         if logical_id not in functions:
             known = ", ".join(sorted(functions)) or "none"
             raise ConfigurationError(
-                f"no function {logical_id!r} in the template (functions: {known})"
+                f"no function {logical_id!r} in {self.path.name} (functions: {known})"
             )
         defaults = self.document.get("Globals", {}).get("Function", {})
         properties = functions[logical_id].get("Properties", {})

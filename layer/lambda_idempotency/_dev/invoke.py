@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._template import FunctionSpec
+from .template import FunctionSpec
 
-RUNTIME = Path(__file__).with_name("_runtime.py")
+RUNTIME = Path(__file__).with_name("runtime.py")
 
 
 @dataclass
@@ -25,6 +25,10 @@ class Invocation:
     outcomes: list[str] = field(default_factory=list)
     """The library's outcome log lines, in order: claimed, executed, replayed, ..."""
     logs: str = ""
+    """The handler's own output: what it printed and logged (the library's lines apart)."""
+    library_logs: str = ""
+    cause: dict[str, str] | None = None
+    """For an error: the botocore error behind it (`type`, `code`), if there is one."""
 
     @property
     def status_code(self) -> int | None:
@@ -82,6 +86,7 @@ def lambda_environment(function: FunctionSpec, endpoint_url: str | None) -> dict
 def invoke(function: FunctionSpec, event: Any, *, endpoint_url: str | None = None) -> Invocation:
     with tempfile.TemporaryDirectory() as scratch:
         result_path = Path(scratch) / "result.json"
+        library_log_path = Path(scratch) / "library.log"
         spec = {
             "handler": function.handler,
             "code_dir": str(function.code_dir),
@@ -91,6 +96,7 @@ def invoke(function: FunctionSpec, event: Any, *, endpoint_url: str | None = Non
             "timeout_ms": function.timeout_seconds * 1000,
             "event": event,
             "result_path": str(result_path),
+            "library_log_path": str(library_log_path),
         }
         try:
             completed = subprocess.run(
@@ -110,8 +116,14 @@ def invoke(function: FunctionSpec, event: Any, *, endpoint_url: str | None = Non
                 },
                 logs=str(exc.stderr or ""),
             )
-        logs = completed.stdout + completed.stderr
-        invocation = Invocation(logs=logs, outcomes=_outcomes(completed.stderr))
+        library_logs = (
+            library_log_path.read_text(encoding="utf-8") if library_log_path.exists() else ""
+        )
+        invocation = Invocation(
+            logs=completed.stdout + completed.stderr,
+            library_logs=library_logs,
+            outcomes=_outcomes(library_logs),
+        )
         if not result_path.exists():
             invocation.error = {
                 "errorType": "Runtime.ExitError",
@@ -119,16 +131,20 @@ def invoke(function: FunctionSpec, event: Any, *, endpoint_url: str | None = Non
             }
             return invocation
         outcome = json.loads(result_path.read_text(encoding="utf-8"))
+        counted = outcome.get("stats") or {}
+        if counted:  # the decorator's own counts; its log lines may have gone elsewhere
+            invocation.outcomes = [name for name, n in counted.items() for _ in range(n)]
         if "response" in outcome:
             invocation.response = outcome["response"]
         else:
-            invocation.error = outcome
+            invocation.error = outcome["error"]
+            invocation.cause = outcome.get("cause")
         return invocation
 
 
-def _outcomes(stderr: str) -> list[str]:
+def _outcomes(library_logs: str) -> list[str]:
     outcomes = []
-    for line in stderr.splitlines():
+    for line in library_logs.splitlines():
         _, brace, rest = line.partition("{")
         if not brace or "lambda_idempotency" not in line:
             continue

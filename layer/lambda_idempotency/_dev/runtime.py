@@ -43,22 +43,54 @@ def main() -> None:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s"
     )
-    # Routine outcomes (executed, replayed) log at DEBUG; a local invoke shows every one.
-    logging.getLogger("lambda_idempotency").setLevel(logging.DEBUG)
+    # Routine outcomes (executed, replayed) log at DEBUG; a local invoke reads every one,
+    # from a file of their own, so what the handler itself prints stays apart.
+    for chatty in ("botocore", "boto3", "urllib3"):  # credential and endpoint lookups
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+    library_log = logging.getLogger("lambda_idempotency")
+    library_log.setLevel(logging.DEBUG)
+    library_log.propagate = False
+    to_file = logging.FileHandler(spec["library_log_path"], encoding="utf-8")
+    to_file.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
+    library_log.addHandler(to_file)
     context = LocalContext(spec["function_name"], spec["memory_mb"], spec["timeout_ms"])
     module_name, _, function_name = spec["handler"].rpartition(".")
     outcome: dict[str, Any]
+    # The decorator counts outcomes in handler.idempotency.stats: what this call added is
+    # what happened, even when the library's log lines went elsewhere (a Powertools Logger).
+    stats: dict[str, int] = {}
+    handler: Any = None
     try:
         handler = getattr(importlib.import_module(module_name), function_name)
+        stats = dict(getattr(getattr(handler, "idempotency", None), "stats", {}))
         outcome = {"response": handler(spec["event"], context)}
     except Exception as exc:
         outcome = {
-            "errorType": type(exc).__name__,
-            "errorMessage": str(exc),
-            "stackTrace": traceback.format_exception(exc),
+            "error": {
+                "errorType": type(exc).__name__,
+                "errorMessage": str(exc),
+                "stackTrace": traceback.format_exception(exc),
+            },
+            "cause": _botocore_cause(exc),
         }
+    counted = getattr(getattr(handler, "idempotency", None), "stats", {})
+    outcome["stats"] = {name: n - stats.get(name, 0) for name, n in dict(counted).items()}
     with open(spec["result_path"], "w", encoding="utf-8") as result:
         json.dump(outcome, result, default=str)
+
+
+def _botocore_cause(exc: BaseException) -> dict[str, str] | None:
+    """The botocore error behind a failure (chained by StoreError), for `invoke` to say what
+    to fix: its class name, and the error code DynamoDB answered with, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if type(current).__module__.startswith("botocore"):
+            code = getattr(current, "response", {}).get("Error", {}).get("Code")
+            return {"type": type(current).__name__, "code": str(code or "")}
+        current = current.__cause__ or current.__context__
+    return None
 
 
 if __name__ == "__main__":

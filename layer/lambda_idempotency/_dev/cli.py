@@ -2,6 +2,8 @@
 
 Local runs, from the same template.yaml that deploys:
 
+    local [--background] [--port 8000]         DynamoDB Local with the template's tables
+    local stop                                 ... and the one --background left running
     create-table  --endpoint URL               the template's tables, as defined, TTL on
     invoke FUNCTION --event FILE [--endpoint]  one function, one event, a fresh process
     run-samples   [--endpoint URL]             every function with its events, in order,
@@ -9,7 +11,7 @@ Local runs, from the same template.yaml that deploys:
 
 Operators, on any table (AWS or local):
 
-    inspect  (--pk PK | --key K --namespace NS [--scope S])   one record
+    inspect  (--pk PK | --key K --namespace NS [--scope S])   one record [--result]
     stuck    [--older-than MINUTES]                           IN_PROGRESS records, paginated
     release  (--pk PK | --key ...) --yes                      force-delete one record
 """
@@ -17,22 +19,27 @@ Operators, on any table (AWS or local):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._errors import IdempotencyError, StoreError
+from .._errors import ConfigurationError, IdempotencyError, StoreError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from ._record import Record
-    from ._store import DynamoDBStore
-    from ._template import TableSpec, Template
+    from .._record import Record
+    from .._store import DynamoDBStore
+    from .invoke import Invocation
+    from .template import FunctionSpec, TableSpec, Template
+
+LOCAL_ENDPOINT = "http://127.0.0.1:8000"
+"""Where `lambda-idempotency local` listens by default; the docs' lines use it."""
 
 
 class CommandError(Exception):
@@ -75,14 +82,38 @@ def create_table(client: DynamoDBClient, table: TableSpec) -> bool:
 
 
 def _template(args: argparse.Namespace) -> Template:
-    from ._template import Template
+    from .template import Template
 
-    return Template(args.template)
+    try:
+        return Template(args.template)
+    except ConfigurationError as exc:
+        raise CommandError(
+            f"{exc}: run from the project's folder, or pass --template PATH"
+        ) from exc
+
+
+def _function(template: Template, logical_id: str) -> FunctionSpec:
+    try:
+        return template.function(logical_id)
+    except ConfigurationError as exc:
+        raise CommandError(f"{exc}; another template: --template PATH") from exc
+
+
+def _cmd_local(args: argparse.Namespace) -> int:
+    from . import local
+
+    if args.action == "stop":
+        return local.stop(Path(args.template), args.port)
+    _template(args)  # a clear line for a missing template, before anything starts
+    return local.start(Path(args.template), args.port, background=args.background)
 
 
 def _cmd_create_table(args: argparse.Namespace) -> int:
     template = _template(args)
-    tables = [template.table(args.table)] if args.table else template.tables()
+    try:
+        tables = [template.table(args.table)] if args.table else template.tables()
+    except ConfigurationError as exc:
+        raise CommandError(str(exc)) from exc
     client = local_client(args.endpoint)
     for table in tables:
         created = create_table(client, table)
@@ -92,24 +123,136 @@ def _cmd_create_table(args: argparse.Namespace) -> int:
 
 
 def _cmd_invoke(args: argparse.Namespace) -> int:
-    from ._invoke import invoke
+    """The response on stdout; the handler's own output, then what the library did
+    (executed, replayed, rejected), on stderr. A failure of the set-up (no DynamoDB, no table,
+    no credentials) is one line naming the fix; -v adds the library's log and Lambda's error
+    document."""
+    from .invoke import invoke
 
-    function = _template(args).function(args.function)
+    template = _template(args)
+    function = _function(template, args.function)
     invocation = invoke(function, _read_event(Path(args.event)), endpoint_url=args.endpoint)
+    sys.stderr.write(invocation.logs)
     if args.verbose:
-        sys.stderr.write(invocation.logs)
+        sys.stderr.write(invocation.library_logs)
+    problem = _setup_problem(template, function, invocation, args.endpoint)
+    if problem is not None:
+        if args.verbose:
+            print(json.dumps(invocation.error, indent=2))
+        hint = "" if args.verbose else " (-v: Lambda's error document)"
+        raise CommandError(f"invoke {function.logical_id}: {problem}{hint}")
+    print(f"{function.logical_id}: {invocation.summary}", file=sys.stderr)
     if invocation.error is not None:
-        print(json.dumps(invocation.error, indent=2))
+        shown = invocation.error
+        if invocation.summary.startswith("rejected") and not args.verbose:
+            # the library refused before the handler ran: its stack trace says nothing more
+            shown = {key: value for key, value in shown.items() if key != "stackTrace"}
+        print(json.dumps(shown, indent=2))
         return 1
     print(json.dumps(invocation.response, indent=2))
     return 0
 
 
+_CONNECTION_ERRORS = {
+    "EndpointConnectionError",
+    "ConnectTimeoutError",
+    "ConnectionClosedError",
+    "ReadTimeoutError",
+}
+_CREDENTIAL_CODES = {
+    "UnrecognizedClientException",
+    "InvalidSignatureException",
+    "ExpiredTokenException",
+    "AccessDeniedException",
+}
+
+
+def _setup_problem(
+    template: Template, function: FunctionSpec, invocation: Invocation, endpoint: str | None
+) -> str | None:
+    """What stopped the invocation before the handler could do its work, with where and the
+    fix, when it was the set-up (DynamoDB, its tables, credentials) and not the handler."""
+    cause = invocation.cause
+    if invocation.error is None or cause is None:
+        return None
+    table = function.environment.get("IDEMPOTENCY_TABLE", "?")
+    region = (
+        function.environment.get("AWS_REGION")
+        or os.environ.get("AWS_REGION")
+        or (os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
+    )
+    where = endpoint if endpoint is not None else f"AWS region {region}"
+    local_fix = f"`lambda-idempotency local`, then add `--endpoint {LOCAL_ENDPOINT}`"
+    if cause["type"] in _CONNECTION_ERRORS:
+        fix = (
+            f"start one with `lambda-idempotency local{_port_flag(endpoint)}`"
+            if endpoint is not None and _is_loopback(endpoint)
+            else "check --endpoint and the network"
+        )
+        return f"cannot reach DynamoDB at {where} (table {table}): {fix}"
+    if cause["code"] == "ResourceNotFoundException":
+        missing = _missing_tables(template, endpoint) or [table]
+        tables = ", ".join(missing)
+        noun = "table" if len(missing) == 1 else "tables"
+        if endpoint is not None:
+            fix = f"`lambda-idempotency create-table --endpoint {endpoint}`"
+        else:
+            fix = f"deploy the template (`sam deploy`), or run locally: {local_fix}"
+        return f"{noun} {tables} not found at {where}: {fix}"
+    if cause["type"] in {"NoCredentialsError", "PartialCredentialsError"}:
+        return (
+            f"no AWS credentials to reach table {table} in {where}: run locally with "
+            f"{local_fix}, or configure credentials (`aws configure`, AWS_PROFILE)"
+        )
+    if cause["code"] in _CREDENTIAL_CODES:
+        return (
+            f"{where} refused the credentials ({cause['code']}) for table {table}: check "
+            f"AWS_PROFILE and AWS_REGION, or run locally with {local_fix}"
+        )
+    if cause["type"] == "NoRegionError":
+        return "no AWS region: set AWS_REGION"
+    return None
+
+
+def _is_loopback(endpoint: str) -> bool:
+    from urllib.parse import urlsplit
+
+    return urlsplit(endpoint).hostname in {"127.0.0.1", "localhost", "::1"}
+
+
+def _port_flag(endpoint: str | None) -> str:
+    from urllib.parse import urlsplit
+
+    port = urlsplit(endpoint).port if endpoint is not None else None
+    return "" if port in (None, 8000) else f" --port {port}"
+
+
+def _missing_tables(template: Template, endpoint: str | None) -> list[str]:
+    """The template's tables the endpoint lacks; [] when it cannot be asked."""
+    if endpoint is None:
+        return []
+    try:
+        there = set(local_client(endpoint).list_tables()["TableNames"])
+    except Exception:  # only a better message is at stake
+        return []
+    return [table.name for table in template.tables() if table.name not in there]
+
+
 def _cmd_run_samples(args: argparse.Namespace) -> int:
-    from ._dynamodb_local import DynamoDBLocal
+    from .dynamodb_local import DynamoDBLocal
 
     template = _template(args)
     events_root = Path(args.events)
+    if not events_root.is_dir():
+        raise CommandError(
+            f"no events folder {events_root}: pass --events FOLDER, with one subfolder of "
+            "*.json events per function's code folder (e.g. events/charge_order/)"
+        )
+    if not any(_events_of(events_root, f) for f in template.functions().values()):
+        raise CommandError(
+            f"no events for any function in {events_root}: put *.json events in "
+            f"{events_root}/<function's code folder>/"
+        )
     if args.endpoint is not None:
         return _run_samples(template, events_root, args.endpoint)
     print("starting DynamoDB Local (in memory) ...", flush=True)
@@ -118,7 +261,7 @@ def _cmd_run_samples(args: argparse.Namespace) -> int:
 
 
 def _run_samples(template: Template, events_root: Path, endpoint_url: str) -> int:
-    from ._invoke import invoke
+    from .invoke import invoke
 
     client = local_client(endpoint_url)
     for table in template.tables():
@@ -128,8 +271,10 @@ def _run_samples(template: Template, events_root: Path, endpoint_url: str) -> in
     print()
     failures = 0
     for logical_id, function in sorted(template.functions().items()):
-        events = sorted((events_root / function.code_dir.name).glob("*.json"))
+        events = _events_of(events_root, function)
         if not events:
+            folder = events_root / function.code_dir.name
+            print(f"{logical_id} ({function.handler})\n  no events in {folder}/: not invoked\n")
             continue
         print(f"{logical_id} ({function.handler})")
         for path in events:
@@ -141,6 +286,10 @@ def _run_samples(template: Template, events_root: Path, endpoint_url: str) -> in
             failures += invocation.summary.startswith(("failed", "no idempotency"))
         print()
     return 1 if failures else 0
+
+
+def _events_of(events_root: Path, function: FunctionSpec) -> list[Path]:
+    return sorted((events_root / function.code_dir.name).glob("*.json"))
 
 
 def _read_event(path: Path) -> Any:
@@ -159,7 +308,7 @@ def _store(args: argparse.Namespace) -> DynamoDBStore:
     """The table from --table, else IDEMPOTENCY_TABLE, else the template's idempotency table."""
     import boto3
 
-    from ._store import DynamoDBStore
+    from .._store import DynamoDBStore
 
     table = args.table or os.environ.get("IDEMPOTENCY_TABLE")
     if table is None:
@@ -178,8 +327,31 @@ def _store(args: argparse.Namespace) -> DynamoDBStore:
     return DynamoDBStore(table, client=client)
 
 
+@contextlib.contextmanager
+def _on_table(store: DynamoDBStore, args: argparse.Namespace) -> Iterator[None]:
+    """A missing table becomes one line naming it, where it was looked for, and the fix."""
+    try:
+        yield
+    except StoreError as exc:
+        if exc.code != "ResourceNotFoundException":
+            raise
+        where = args.endpoint or f"region {store.client.meta.region_name}"
+        try:
+            names = store.client.list_tables(Limit=20)["TableNames"]
+            there = f" (tables there: {', '.join(names) or 'none'})"
+        except Exception:  # only a better message is at stake
+            there = ""
+        fix = "name the right one with --table (and --region)"
+        if args.endpoint is not None:
+            fix = (
+                "name one of them with --table, or create the template's with "
+                f"`lambda-idempotency create-table --endpoint {args.endpoint}`"
+            )
+        raise CommandError(f"no table {store.table_name} at {where}{there}: {fix}") from exc
+
+
 def _pk(args: argparse.Namespace) -> str:
-    from ._keys import key_hash
+    from .._keys import key_hash
 
     if args.pk is not None:
         return str(args.pk)
@@ -192,8 +364,8 @@ def _pk(args: argparse.Namespace) -> str:
 
 def describe(record: Record, now_ms: int) -> dict[str, Any]:
     """What an operator wants to know of a record, in seconds relative to now."""
-    from ._record import Status
-    from ._store import stored_result_bytes
+    from .._record import Status
+    from .._store import stored_result_bytes
 
     described: dict[str, Any] = {
         "pk": record.pk,
@@ -248,19 +420,58 @@ def _now_ms() -> int:
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
     store, pk = _store(args), _pk(args)
-    record = store.get(pk)
-    if record is None:
-        raise CommandError(f"no record {pk} in table {store.table_name}")
-    described = describe(record, _now_ms())
+    with _on_table(store, args):
+        record = store.get(pk)
+        if record is None:
+            raise CommandError(f"no record {pk} in table {store.table_name}")
+        described = describe(record, _now_ms())
+        if args.result:
+            described.update(stored_result(store, record))
     if args.json:
-        print(json.dumps(described, indent=2))
-    else:
-        _print_record(described)
+        print(json.dumps(described, indent=2, default=repr))
+        return 0
+    _print_record(described)
+    if args.result:
+        _print_result(described)
     return 0
 
 
+def stored_result(store: DynamoDBStore, record: Record) -> dict[str, Any]:
+    """The result a replay would return, decoded as the library decodes it, with its size
+    as JSON; or why there is none."""
+    from .._encoding import loads, unpack
+
+    blob = store.load_result(record)
+    if blob is None:
+        return {"result": None, "result_note": "no result stored"}
+    try:
+        document, typed = unpack(blob)
+    except IdempotencyError as exc:  # the first run's result could not be stored
+        return {"result": None, "result_note": str(exc)}
+    return {
+        "result": loads(document, typed),
+        "result_json_bytes": len(document),
+        "result_note": "typed (rehydrated on replay)" if typed else "",
+    }
+
+
+def _print_result(described: dict[str, Any]) -> None:
+    if "result_json_bytes" not in described:
+        print(f"{'decoded':<8} {described['result_note']}")
+        return
+    note = f", {described['result_note']}" if described["result_note"] else ""
+    print(f"{'decoded':<8} {described['result_json_bytes']:,} bytes as JSON{note}:")
+    print(json.dumps(described["result"], indent=2, default=repr))
+
+
 def _cmd_stuck(args: argparse.Namespace) -> int:
-    store, now = _store(args), _now_ms()
+    store = _store(args)
+    with _on_table(store, args):
+        return _stuck(store, args)
+
+
+def _stuck(store: DynamoDBStore, args: argparse.Namespace) -> int:
+    now = _now_ms()
     cutoff = now - int(args.older_than * 60_000)
     found: list[dict[str, Any]] = []
     scanned, capacity = 0, 0.0
@@ -296,6 +507,11 @@ def _age_and_lease(described: dict[str, Any]) -> str:
 
 def _cmd_release(args: argparse.Namespace) -> int:
     store, pk = _store(args), _pk(args)
+    with _on_table(store, args):
+        return _release(store, pk, args)
+
+
+def _release(store: DynamoDBStore, pk: str, args: argparse.Namespace) -> int:
     record = store.get(pk)
     if record is None:
         raise CommandError(f"no record {pk} in table {store.table_name}")
@@ -317,25 +533,49 @@ def parser() -> argparse.ArgumentParser:
     root.add_argument(
         "--template", default="template.yaml", help="SAM template (default: %(default)s)"
     )
+    # Also after the command; SUPPRESS leaves the root's value alone when it is not given.
+    template = argparse.ArgumentParser(add_help=False)
+    template.add_argument("--template", default=argparse.SUPPRESS, help="SAM template")
     commands = root.add_subparsers(dest="command", required=True)
 
-    create = commands.add_parser(
-        "create-table", help="create the template's tables on a local endpoint"
+    def add(name: str, parents: Sequence[argparse.ArgumentParser] = (), **options: Any) -> Any:
+        return commands.add_parser(name, parents=[template, *parents], **options)
+
+    local = add(
+        "local",
+        help="DynamoDB Local on port 8000 with the template's tables (Ctrl-C, or local stop)",
     )
+    local.add_argument(
+        "action",
+        nargs="?",
+        choices=("start", "stop"),
+        default="start",
+        help="start (the default) or stop the one --background left running",
+    )
+    local.add_argument("--port", type=int, default=8000, help="default: %(default)s")
+    local.add_argument(
+        "--background", action="store_true", help="leave it running; `local stop` ends it"
+    )
+    local.set_defaults(run=_cmd_local)
+
+    create = add("create-table", help="create the template's tables on a local endpoint")
     create.add_argument("--endpoint", required=True, help="DynamoDB Local or moto server URL")
     create.add_argument("--table", help="only this table (logical id in the template)")
     create.set_defaults(run=_cmd_create_table)
 
-    run = commands.add_parser("invoke", help="invoke a function locally with an event, no Docker")
+    run = add("invoke", help="invoke a function locally with an event, no Docker")
     run.add_argument("function", help="the function's logical id in the template")
     run.add_argument("--event", "-e", required=True, help="event JSON file")
     run.add_argument("--endpoint", help="DynamoDB endpoint (DynamoDB Local or moto server)")
-    run.add_argument("--verbose", "-v", action="store_true", help="show the function's logs")
+    run.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="also the library's log lines, and Lambda's error document for a set-up failure",
+    )
     run.set_defaults(run=_cmd_invoke)
 
-    samples = commands.add_parser(
-        "run-samples", help="invoke every function with events/<folder>/*.json"
-    )
+    samples = add("run-samples", help="invoke every function with events/<folder>/*.json")
     samples.add_argument("--events", default="events", help="events folder (default: %(default)s)")
     samples.add_argument("--endpoint", help="use this endpoint instead of starting DynamoDB Local")
     samples.set_defaults(run=_cmd_run_samples)
@@ -357,18 +597,19 @@ def parser() -> argparse.ArgumentParser:
     record.add_argument("--scope", help="the scope (tenant), if the decorator has one")
     record.add_argument("--json-values", action="store_true", help="--key and --scope are JSON")
 
-    inspect = commands.add_parser("inspect", parents=[record], help="show one record")
-    inspect.set_defaults(run=_cmd_inspect)
-    stuck = commands.add_parser(
-        "stuck", parents=[table], help="IN_PROGRESS records older than N minutes"
+    inspect = add("inspect", parents=[record], help="show one record")
+    inspect.add_argument(
+        "--result", action="store_true", help="also the stored result, decoded, with its size"
     )
+    inspect.set_defaults(run=_cmd_inspect)
+    stuck = add("stuck", parents=[table], help="IN_PROGRESS records older than N minutes")
     stuck.add_argument(
         "--older-than", type=float, default=15.0, metavar="MINUTES", help="default: %(default)s"
     )
     stuck.add_argument("--page-size", type=int, help="items read per page (Scan Limit)")
     stuck.add_argument("--max-pages", type=int, help="stop after this many pages")
     stuck.set_defaults(run=_cmd_stuck)
-    release = commands.add_parser("release", parents=[record], help="force-delete one record")
+    release = add("release", parents=[record], help="force-delete one record")
     release.add_argument("--yes", action="store_true", help="really delete it")
     release.set_defaults(run=_cmd_release)
     return root
@@ -409,7 +650,7 @@ def _explain(exc: BaseException) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from ._dynamodb_local import DynamoDBLocalError
+    from .dynamodb_local import DynamoDBLocalError
 
     args = parser().parse_args(argv)
     try:

@@ -1,0 +1,96 @@
+"""What an outcome reports beyond its log line: itself and the key hash on the current trace
+span, and, when the decorator asks for them, a metric (`_metrics`).
+
+Tracing needs no option: the X-Ray SDK (what Powertools' `Tracer` drives) or OpenTelemetry is
+used only when the function has already imported it, found in `sys.modules`, so a function
+without either pays two dictionary look-ups an outcome and imports nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ._log import emit
+
+if TYPE_CHECKING:  # types only: defining a Protocol class would cost every cold start ~0.1 ms
+    from collections.abc import Callable
+    from typing import Protocol, TypeAlias
+
+    Observer: TypeAlias = Callable[[str, str | None, dict[str, Any]], None]
+
+    class AddsMetrics(Protocol):
+        """What `metrics=` needs of a Powertools `Metrics` (or anything alike)."""
+
+        def add_metric(self, name: str, unit: str, value: float) -> Any: ...
+
+    MetricsOption: TypeAlias = bool | str | AddsMetrics | None
+    """`metrics=`: off (None, False), our EMF lines (True, or their CloudWatch namespace),
+    or through the user's Powertools `Metrics`."""
+
+XRAY_MODULE = "aws_xray_sdk.core"
+OTEL_MODULE = "opentelemetry.trace"
+XRAY_OUTCOME, XRAY_KEY_HASH = "idempotency_outcome", "idempotency_key_hash"
+"""X-Ray annotation keys: letters, digits and underscores only, or X-Ray drops them."""
+OTEL_OUTCOME, OTEL_KEY_HASH = "idempotency.outcome", "idempotency.key_hash"
+
+
+def observer(metrics: MetricsOption, namespace: str) -> Observer:
+    """The hook one decorator's engine calls with each outcome. `metrics` is the decorator's
+    option; when it is off, the metrics module is not even imported."""
+    if metrics is None or metrics is False:
+        return annotate_trace
+    from ._metrics import metric_sink
+
+    count = metric_sink(metrics, namespace)
+
+    def observe(outcome: str, key_hash: str | None, fields: dict[str, Any]) -> None:
+        annotate_trace(outcome, key_hash, fields)
+        try:
+            count(outcome, fields)
+        except Exception as exc:  # a metric never changes what the caller gets
+            emit(logging.WARNING, "metric_failed", key_hash, error=type(exc).__name__)
+
+    return observe
+
+
+def annotate_trace(outcome: str, key_hash: str | None, fields: dict[str, Any]) -> None:
+    """The outcome (the last one wins: a first run ends `executed`) and the key hash, never
+    the raw key, on the open X-Ray subsegment and the current OpenTelemetry span."""
+    modules = sys.modules
+    xray = modules.get(XRAY_MODULE)
+    otel = modules.get(OTEL_MODULE)
+    if xray is None and otel is None:
+        return
+    try:
+        if xray is not None:
+            _annotate_xray(xray, outcome, key_hash)
+        if otel is not None:
+            _annotate_otel(otel, outcome, key_hash)
+    except Exception as exc:  # a trace never changes what the caller gets
+        emit(logging.WARNING, "trace_failed", key_hash, error=type(exc).__name__)
+
+
+def _annotate_xray(xray: Any, outcome: str, key_hash: str | None) -> None:
+    """Only an entity that is open: asking the recorder with none open logs (or raises)
+    "cannot find the current segment". Lambda's own segment (the facade) refuses
+    annotations, so in Lambda they go on a subsegment, such as Powertools' `## handler`."""
+    recorder = xray.xray_recorder
+    if not getattr(getattr(recorder.context, "_local", None), "entities", None):
+        return
+    entity = recorder.get_trace_entity()
+    if entity is None or type(entity).__name__ == "FacadeSegment":
+        return
+    entity.put_annotation(XRAY_OUTCOME, outcome)
+    if key_hash is not None:
+        entity.put_annotation(XRAY_KEY_HASH, key_hash)
+
+
+def _annotate_otel(trace: Any, outcome: str, key_hash: str | None) -> None:
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return
+    span.set_attribute(OTEL_OUTCOME, outcome)
+    if key_hash is not None:
+        span.set_attribute(OTEL_KEY_HASH, key_hash)

@@ -1,0 +1,99 @@
+"""The package as it would be published: `python -m build` makes a wheel and an sdist that
+`twine check` passes, with the metadata an index shows; and the dev extra leaves the
+benchmarks' plotting stack out."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tarfile
+import zipfile
+from email.parser import Parser
+from importlib import metadata
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+from lambda_idempotency._version import VERSION
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCHMARK_ONLY = {"matplotlib", "numpy"}
+
+
+def test_build_makes_a_wheel_and_an_sdist_that_twine_check_passes(tmp_path: Path) -> None:
+    # The sdist first, then the wheel from it: what an index would get. No isolation: the
+    # dev extra has setuptools, so no download.
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    wheel = tmp_path / f"lambda_idempotency-{VERSION}-py3-none-any.whl"
+    sdist = tmp_path / f"lambda_idempotency-{VERSION}.tar.gz"
+    assert sorted(tmp_path.iterdir()) == [wheel, sdist]
+
+    checked = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", str(wheel), str(sdist)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.count("PASSED") == 2
+
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        info = f"lambda_idempotency-{VERSION}.dist-info"
+        fields = Parser().parsestr(archive.read(f"{info}/METADATA").decode())
+        entry_points = archive.read(f"{info}/entry_points.txt").decode()
+    assert fields["Version"] == VERSION  # from _version.py, the one place it is written
+    assert fields["Requires-Python"] == ">=3.11"
+    assert fields["License-Expression"] == "MIT"
+    assert fields["Description-Content-Type"] == "text/markdown"
+    assert "Typing :: Typed" in fields.get_all("Classifier")
+    assert {"lambda_idempotency/py.typed", f"{info}/licenses/LICENSE"} <= names
+    assert "lambda_idempotency = lambda_idempotency.testing" in entry_points  # the plugin
+    with tarfile.open(sdist) as archive:
+        assert f"lambda_idempotency-{VERSION}/LICENSE" in archive.getnames()
+
+
+def test_the_dev_extra_leaves_the_benchmark_plotting_stack_out() -> None:
+    """`make setup` installs the dev extra; matplotlib and numpy only come with `bench`."""
+    pulled = _closure(["lambda-idempotency[dev]"])
+    assert "pytest" in pulled
+    assert pulled & BENCHMARK_ONLY == set()
+    bench = [
+        Requirement(text).name
+        for text in metadata.requires("lambda-idempotency") or []
+        if re.search(r"extra == .bench.", text)
+    ]
+    assert bench == ["matplotlib"]
+
+
+def _closure(roots: list[str]) -> set[str]:
+    """The distribution names `roots` need, following the installed distributions'
+    requirements (extras included, environment markers honoured)."""
+    seen: set[str] = set()
+    pending = [(Requirement(root), "") for root in roots]
+    while pending:
+        requirement, extra = pending.pop()
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
+            continue
+        name = re.sub(r"[-_.]+", "-", requirement.name).lower()
+        extras = sorted(requirement.extras)
+        visits = [f"{name}[{e}]" for e in extras] or [name]
+        if all(visit in seen for visit in visits) and name in seen:
+            continue
+        seen.add(name)
+        seen.update(visits)
+        try:
+            needs = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for text in needs:
+            for wanted in extras or [""]:
+                pending.append((Requirement(text), wanted))
+    return {name for name in seen if "[" not in name}

@@ -1,0 +1,165 @@
+"""The Lambda layer as Lambda loads it: bytecode for its runtime, and no development tooling.
+
+Lambda's /opt is read-only, so a layer without bytecode compiles every module it imports at
+every cold start; the development tooling (CLI, local invoke, template reader, DynamoDB Local
+installer, pytest plugin) is pip's, never the layer's nor the runtime import path's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lambda_idempotency._dev.template import LAYER_TYPE, Template
+from tests.layer_check import CACHE_TAG, DEVELOPMENT_ONLY, PACKAGE, problems, runtime_modules
+
+ROOT = Path(__file__).resolve().parents[2]
+LAYER_SOURCE = ROOT / "layer"
+
+
+@pytest.fixture(scope="module")
+def built_layer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The layer's python/ folder from the target `sam build` runs, without its requirements
+    (no registry needed): the library as it ships."""
+    artifacts = tmp_path_factory.mktemp("layer")
+    subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-C",
+            str(LAYER_SOURCE),
+            "build-IdempotencyLayer",
+            f"ARTIFACTS_DIR={artifacts}",
+            f"PYTHON={sys.executable}",
+            "REQUIREMENTS=",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return artifacts / "python"
+
+
+def fresh_interpreter(code: str, *path: Path) -> dict[str, object]:
+    """Run `code` in a new interpreter (isolated, writing no bytecode) with `path` first on
+    sys.path; its last line of output is JSON."""
+    prelude = f"import json, sys\nsys.path[:0] = {[str(entry) for entry in path]!r}\n"
+    completed = subprocess.run(
+        [sys.executable, "-I", "-B", "-c", prelude + code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    )
+    result: dict[str, object] = json.loads(completed.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_the_layer_has_bytecode_for_every_runtime_module_and_no_development_tooling(
+    built_layer: Path,
+) -> None:
+    assert problems(built_layer) == []
+    package = built_layer / PACKAGE
+    for name in runtime_modules():
+        source = package / name
+        assert (source.parent / "__pycache__" / f"{source.stem}.{CACHE_TAG}.pyc").is_file()
+    for name in DEVELOPMENT_ONLY:
+        assert not (package / name).exists()
+
+
+def test_the_layer_runs_its_own_bytecode_whatever_the_sources_say(built_layer: Path) -> None:
+    """Hash-based, unchecked bytecode: a source file newer than its bytecode (as files
+    extracted on /opt may look) is not compiled again. Shown by changing a source after the
+    build: the import still runs what was built."""
+    before = set(built_layer.rglob("*.pyc"))
+    version = built_layer / PACKAGE / "_version.py"
+    original = version.read_text(encoding="utf-8")
+    version.write_text('raise RuntimeError("compiled from source")\n', encoding="utf-8")
+    try:
+        result = fresh_interpreter(
+            "import lambda_idempotency\n"
+            "from lambda_idempotency import idempotent_http, process_batch\n"
+            "ours = {n: m for n, m in sys.modules.items() if n.startswith('lambda_idempotency')}\n"
+            "print(json.dumps({'origin': lambda_idempotency.__file__,\n"
+            "    'cached': {n: m.__spec__.cached for n, m in ours.items()}}))",
+            built_layer,
+        )
+    finally:
+        version.write_text(original, encoding="utf-8")
+
+    assert str(result["origin"]).startswith(str(built_layer))
+    cached = result["cached"]
+    assert isinstance(cached, dict) and f"{PACKAGE}._version" in cached
+    assert all(Path(path).is_file() for path in cached.values())
+    assert set(built_layer.rglob("*.pyc")) == before  # nothing written
+
+
+def test_the_layer_has_no_test_helpers_nor_command(built_layer: Path) -> None:
+    result = fresh_interpreter(
+        "found = {}\n"
+        "for name in ('lambda_idempotency.testing', 'lambda_idempotency._dev.cli',\n"
+        "             'lambda_idempotency.__main__'):\n"
+        "    try:\n"
+        "        __import__(name)\n"
+        "        found[name] = True\n"
+        "    except ModuleNotFoundError:\n"
+        "        found[name] = False\n"
+        "print(json.dumps(found))",
+        built_layer,
+    )
+    assert result == {
+        "lambda_idempotency.testing": False,
+        "lambda_idempotency._dev.cli": False,
+        "lambda_idempotency.__main__": False,
+    }
+
+
+def test_the_runtime_import_path_loads_no_development_tooling() -> None:
+    """Every public name, the lazily imported front ends included, as pip installs them."""
+    result = fresh_interpreter(
+        "import lambda_idempotency\n"
+        "for name in lambda_idempotency.__all__:\n"
+        "    getattr(lambda_idempotency, name)\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    loaded = result if isinstance(result, list) else []
+    assert f"{PACKAGE}._http" in loaded and f"{PACKAGE}._batch" in loaded
+    development = [
+        name
+        for name in loaded
+        if name.split(".")[:2] in ([PACKAGE, "_dev"], [PACKAGE, "testing"], [PACKAGE, "__main__"])
+    ]
+    assert development == []
+    assert "pytest" not in loaded and "argparse" not in loaded
+
+
+def test_pip_installs_the_tooling_under_its_documented_names() -> None:
+    """`lambda-idempotency`, `python -m lambda_idempotency` and the pytest plugin's module."""
+    from lambda_idempotency import testing
+
+    assert {"FakeClock", "RoundTrips", "idempotency_store_moto"} <= set(testing.__all__)
+    command = Path(sys.executable).with_name("lambda-idempotency")
+    for argv in ([sys.executable, "-m", "lambda_idempotency"], [str(command)]):
+        completed = subprocess.run(
+            [*argv, "--help"], capture_output=True, text=True, check=True, timeout=30
+        )
+        assert "run-samples" in completed.stdout
+
+
+def test_the_template_lists_only_the_runtime_the_layers_bytecode_is_for() -> None:
+    template = Template(ROOT / "template.yaml")
+    (layer,) = template.of_type(LAYER_TYPE).values()
+    makefile = (LAYER_SOURCE / "Makefile").read_text(encoding="utf-8")
+    version = re.search(r"^RUNTIME_VERSION := (\d+)\.(\d+)$", makefile, re.MULTILINE)
+    assert version is not None
+    runtime = f"python{version[1]}.{version[2]}"
+
+    assert layer["Metadata"] == {"BuildMethod": "makefile"}
+    assert layer["Properties"]["CompatibleRuntimes"] == [runtime]
+    assert template.document["Globals"]["Function"]["Runtime"] == runtime
+    assert f"cpython-{version[1]}{version[2]}" == CACHE_TAG
