@@ -49,7 +49,9 @@ def lines(caplog: Any) -> list[tuple[int, dict[str, Any]]]:
 def handler_for(store: DynamoDBStore, **options: Any) -> tuple[Any, list[int]]:
     runs: list[int] = []
 
-    @idempotent(store=store, key="order_id", namespace="orders", cache_size=0, **options)
+    options.setdefault("cache_size", 0)
+
+    @idempotent(store=store, key="order_id", namespace="orders", **options)
     def handler(event: dict[str, Any], context: Any) -> Any:
         runs.append(1)
         if event.get("write"):
@@ -170,17 +172,21 @@ def test_a_release_refused_because_the_key_was_taken_over_is_not_released(
     assert record.status.value == "IN_PROGRESS"
 
 
+@pytest.mark.parametrize("release", ["refused", "failing"])
 def test_a_completion_that_landed_with_its_answer_lost_is_confirmed_not_undone(
-    default_store: DynamoDBStore, caplog: Any, clock: FakeClock
+    default_store: DynamoDBStore, caplog: Any, clock: FakeClock, release: str
 ) -> None:
     """The completion transaction (with an enlisted write) commits but its answer is lost,
     then every later attempt fails: the invocation reads the record, finds its own
-    completion, answers with the result, and the write happened once."""
+    completion, answers with the result, and the write happened once. Whether the release
+    it tries first is refused (the record is completed) or fails outright."""
     handler, runs = handler_for(default_store, clock=clock)
     pk, _ = handler.idempotency._identify(EVENT)
     faults = FaultInjector(default_store.client)
     faults.add(Fault("complete", "lost"))
     faults.add(Fault("complete", "5xx", first=2, count=1000))
+    if release == "failing":
+        faults.add(Fault("release", "5xx", count=1000))
 
     with caplog.at_level(logging.INFO, logger="lambda_idempotency"):
         result = handler({**EVENT, "write": True}, FakeContext(3_000, clock=clock))
@@ -198,8 +204,20 @@ def test_a_completion_that_landed_with_its_answer_lost_is_confirmed_not_undone(
             },
         ),
         (
-            logging.INFO,
-            {"idempotency": "not_released", "key_hash": pk, "reason": "completion failed"},
+            (
+                logging.INFO,
+                {"idempotency": "not_released", "key_hash": pk, "reason": "completion failed"},
+            )
+            if release == "refused"
+            else (
+                logging.ERROR,
+                {
+                    "idempotency": "release_failed",
+                    "key_hash": pk,
+                    "reason": "completion failed",
+                    "code": "InternalServerError",
+                },
+            )
         ),
         (logging.WARNING, {"idempotency": "completion_confirmed", "key_hash": pk}),
     ]
@@ -357,3 +375,67 @@ def test_a_transaction_dynamodb_refuses_commits_nothing_and_frees_the_key(
     faults.clear()
     assert handler({**EVENT, "write": True}, None) == {"charged": 5}
     assert runs == [1, 1]
+
+
+@pytest.mark.parametrize("reads", ["working", "failing"])
+def test_a_failed_completion_never_counts_another_invocation_completion_as_ours(
+    default_store: DynamoDBStore, dynamodb_local_endpoint: str, clock: FakeClock, reads: str
+) -> None:
+    """Our lease lapsed mid-handler, another invocation took the key over and completed it,
+    and our completion transaction fails: the caller gets the StoreError, never a success
+    that would claim our enlisted write committed (it did not). Likewise when the record
+    cannot even be read back."""
+    other_store = DynamoDBStore(default_store.table_name, endpoint_url=dynamodb_local_endpoint)
+    pk_box: list[str] = []
+
+    @idempotent(store=default_store, key="order_id", clock=clock, lease_seconds=1, cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> str:
+        clock.advance(5)
+        pk, payload_hash = handler.idempotency._identify(event)
+        pk_box.append(pk)
+        now = clock.now_ms()
+        assert other_store.claim(
+            pk,
+            owner="other",
+            payload_hash=payload_hash,
+            now_ms=now,
+            lease_until_ms=now + 60_000,
+            expiration_s=now // 1000 + 3600,
+            skew_ms=2_000,
+        )[0]
+        assert other_store.complete(
+            pk, owner="other", payload_hash=payload_hash, result=b"", expiration_s=2**31
+        )
+        current_execution().add_write(
+            {"Put": {"TableName": default_store.table_name, "Item": {"pk": {"S": "charge#1"}}}}
+        )
+        return "charged"
+
+    faults = FaultInjector(default_store.client)
+    faults.add(Fault("complete", "5xx", count=1000))
+    if reads == "failing":
+        faults.add(Fault("get", "5xx", count=1000))
+
+    with pytest.raises(StoreError):
+        handler(dict(EVENT), FakeContext(3_000, clock=clock))
+
+    record = other_store.get(pk_box[0])
+    assert record is not None and record.owner == "other"
+    charge = other_store.client.get_item(
+        TableName=default_store.table_name, Key={"pk": {"S": "charge#1"}}, ConsistentRead=True
+    )
+    assert "Item" not in charge
+
+
+def test_a_refused_result_is_a_typed_error_in_the_same_warm_container_too(
+    default_store: DynamoDBStore,
+) -> None:
+    """With the warm cache on, the container that ran the call answers its retry from the
+    table's marker: the typed error, not a crash on an empty cache entry and not a rerun."""
+    handler, runs = handler_for(default_store, cache_size=16)
+    FaultInjector(default_store.client).add(Fault("complete", "refused"))
+
+    assert handler(dict(EVENT), None) == {"charged": 5}
+    with pytest.raises(ResultNotSerializableError):
+        handler(dict(EVENT), None)
+    assert runs == [1]

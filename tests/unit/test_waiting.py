@@ -22,7 +22,7 @@ from lambda_idempotency import (
     idempotent,
 )
 from lambda_idempotency._encoding import encode
-from tests.conftest import FakeClock, FakeContext
+from tests.conftest import FakeClock, FakeContext, RoundTrips
 
 HOLDER = "holder-token"
 HOUR_MS = 3_600_000
@@ -121,6 +121,7 @@ EVENT = {"order_id": "o-1", "amount": 5}
         (20_000, 3, 3_000),  # max_wait_seconds caps it
         (2_000, 10, 1_500),  # ... and the invocation's own time caps max_wait_seconds
         (None, 10, 10_000),  # without a Lambda context, max_wait_seconds alone
+        (20_005, None, 18_005),  # to the millisecond: the margin is whole milliseconds
     ],
 )
 def test_a_waiter_gives_up_exactly_when_its_budget_ends(
@@ -139,7 +140,7 @@ def test_a_waiter_gives_up_exactly_when_its_budget_ends(
 
     assert clock.elapsed_ms == waited_ms
     assert runs == []
-    assert "gave up waiting" in str(refused.value)
+    assert str(refused.value) == "gave up waiting for the holder of this key"
     # Retry-After: the holder's lease, plus the clock-skew allowance, from when it gave up.
     assert refused.value.retry_after == -(-(HOUR_MS + 2_000 - waited_ms) // 1000)
 
@@ -246,11 +247,17 @@ def test_a_waiter_takes_over_once_the_holder_lease_lapses_beyond_the_skew(
     clock = ScriptedClock()
     handler, runs = waiting_handler(moto_store, clock)
     hold(handler, moto_store, EVENT, lease_ms=3_000)
+    trips = RoundTrips(moto_store.client)
 
     assert handler(dict(EVENT), FakeContext(60_000, clock=clock)) == {"ran": 5}
     assert len(runs) == 1
     assert 5_000 < clock.elapsed_ms <= 5_600
     assert handler.idempotency.stats["taken_over"] == 1
+    # One refused claim, polls, one claim that wins: no claims sent while the lease has
+    # lapsed on our clock but not on the holder's (each would be refused, and cost a write).
+    sent = trips.take()
+    assert sent.count("PutItem") == 3  # the two claims and the completion
+    assert set(sent) == {"PutItem", "GetItem"}
 
 
 def test_a_waiter_takes_over_an_expired_holder_only_past_the_skew(
@@ -274,8 +281,10 @@ def test_a_waiter_takes_over_an_expired_holder_only_past_the_skew(
         },
     )
 
+    trips = RoundTrips(moto_store.client)
     assert handler(dict(EVENT), FakeContext(60_000, clock=clock)) == {"ran": 5}
     assert len(runs) == 1
+    assert trips.take().count("PutItem") == 3  # refused claim, winning claim, completion
     # Free once expired on a clock 2 s behind: past (expiration + 1) s + 2 s.
     assert clock.now_ms() >= (expiration_s + 1) * 1000 + 2_000
     assert clock.now_ms() <= (expiration_s + 1) * 1000 + 2_600
@@ -308,6 +317,7 @@ def test_a_waiter_that_polls_another_payload_refuses_it(moto_store: DynamoDBStor
     with pytest.raises(PayloadMismatchError) as refused:
         handler(dict(EVENT), FakeContext(30_000, clock=clock))
     assert refused.value.key_hash == pk
+    assert str(refused.value) == "this key was used with a different payload"
     assert runs == []
 
 
