@@ -2,10 +2,11 @@
 
 As a program (`python -m tests.mutation [MODULE [MUTANT...]]`) it starts one DynamoDB Local
 for the whole run, runs `mutmut run` (on one module's mutants if given, e.g. `_cache`, or on
-the named mutants of it only), and prints the summary. As a pytest plugin (`-p tests.mutation`, set in pyproject's [tool.mutmut]) it points
-every mutant's tests at that DynamoDB Local, with table names unique per process, instead of
-starting a JVM per mutant (a mutant killed on timeout would leave its JVM behind), and runs
-the moto unit tests before the DynamoDB Local ones, so most mutants die in the first seconds.
+the named mutants of it only), and prints the summary. As a pytest plugin (`-p
+tests.mutation`, set in pyproject's [tool.mutmut]) it points every mutant's tests at that
+DynamoDB Local, with table names unique per process, instead of starting a JVM per mutant (a
+mutant killed on timeout would leave its JVM behind), and runs the moto unit tests before the
+DynamoDB Local ones, so most mutants die in the first seconds.
 """
 
 from __future__ import annotations

@@ -267,7 +267,7 @@ def test_a_stored_result_that_cannot_be_read_is_a_store_error_not_a_rerun(
 
     assert failed.value.code == "StoredResultUnreadable"
     assert failed.value.key_hash == pk
-    assert "cannot be read" in str(failed.value)
+    assert str(failed.value) == "the stored result cannot be read"
     assert lines(caplog) == [
         (
             logging.ERROR,

@@ -5,6 +5,8 @@ same payload check. On moto, with a fake clock and a count of the requests sent.
 from __future__ import annotations
 
 import decimal
+import json
+import logging
 from typing import Any
 
 import pytest
@@ -101,3 +103,23 @@ def test_the_warm_copy_of_a_store_replay_expires_with_the_record(
     clock.advance(13)  # 63 s after the first run: expired even on a clock 2 s behind
     assert second(dict(event), None) == RESULT
     assert runs == [1, 1]
+
+
+def test_each_replay_logs_where_it_came_from(
+    moto_store: DynamoDBStore, clock: FakeClock, caplog: Any
+) -> None:
+    """At DEBUG, one line per replay, saying whether the table or the warm cache answered."""
+    first, second, _, infos = two_containers(moto_store, clock)
+    event = {"order_id": "o-1", "amount": "10.50"}
+    first(event, None)
+
+    with caplog.at_level(logging.DEBUG, logger="lambda_idempotency"):
+        second(dict(event), None)
+        second(dict(event), None)
+
+    replays = [json.loads(r.getMessage()) for r in caplog.records]
+    replays = [line for line in replays if line["idempotency"] == "replayed"]
+    assert [(line["source"], line["key_hash"]) for line in replays] == [
+        ("store", infos[0].key_hash),
+        ("cache", infos[0].key_hash),
+    ]
