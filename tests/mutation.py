@@ -1,11 +1,12 @@
 """`make mutate`: mutmut over the modules the failure promises live in, on the fast tests.
 
-As a program (`python -m tests.mutation [MODULE]`) it starts one DynamoDB Local for the whole
-run, runs `mutmut run` (on one module's mutants if given, e.g. `_cache`), and prints the
-summary. As a pytest plugin (`-p tests.mutation`, set in pyproject's [tool.mutmut]) it points
-every mutant's tests at that DynamoDB Local, with table names unique per process, instead of
-starting a JVM per mutant (a mutant killed on timeout would leave its JVM behind), and runs
-the moto unit tests before the DynamoDB Local ones, so most mutants die in the first seconds.
+As a program (`python -m tests.mutation [MODULE [MUTANT...]]`) it starts one DynamoDB Local
+for the whole run, runs `mutmut run` (on one module's mutants if given, e.g. `_cache`, or on
+the named mutants of it only), and prints the summary. As a pytest plugin (`-p
+tests.mutation`, set in pyproject's [tool.mutmut]) it points every mutant's tests at that
+DynamoDB Local, with table names unique per process, instead of starting a JVM per mutant (a
+mutant killed on timeout would leave its JVM behind), and runs the moto unit tests before the
+DynamoDB Local ones, so most mutants die in the first seconds.
 """
 
 from __future__ import annotations
@@ -124,13 +125,14 @@ def main(argv: list[str]) -> int:
     from lambda_idempotency._dev.dynamodb_local import DynamoDBLocal
 
     module = argv[0] if argv else None
+    names = argv[1:]  # given mutants only, e.g. the survivors of a run, after new tests
     link = ROOT / "src"
     if not link.exists():
         link.symlink_to("layer", target_is_directory=True)
     started = time.monotonic()
     with DynamoDBLocal() as local:
         env = {**os.environ, ENDPOINT: local.endpoint_url}
-        command = [_mutmut(), "run", *mutant_patterns(module)]
+        command = [_mutmut(), "run", *(names or mutant_patterns(module))]
         run = subprocess.run(command, check=False, cwd=ROOT, env=env)
     minutes = (time.monotonic() - started) / 60
     statuses = results(mutant_patterns(module))

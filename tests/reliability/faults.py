@@ -17,6 +17,8 @@ A `Fault` names a call, the occurrences it hits and what happens to them:
                 ReadTimeoutError
     throttled   a synthetic 400 ThrottlingException / ProvisionedThroughputExceededException
     5xx         a synthetic 500 InternalServerError
+    refused     a synthetic 400 ValidationException: DynamoDB will not take this request, ever
+                (an item past 400 KB, a permission missing); not retried
     capture     sent as usual, and a copy kept to be delivered again later (`deliver`): a
                 delayed duplicate of the request, arriving when the test chooses
     strip_item  sent for real, and `Item` removed from the answer (an endpoint that ignores
@@ -56,6 +58,7 @@ _ERRORS = {
         "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
     ),
     "InternalServerError": (500, "com.amazonaws.dynamodb.v20120810#InternalServerError"),
+    "ValidationException": (400, "com.amazon.coral.validate#ValidationException"),
 }
 
 
@@ -149,6 +152,8 @@ class FaultInjector:
                 return _error_response(url, code)
             case "5xx":
                 return _error_response(url, "InternalServerError")
+            case "refused":
+                return _error_response(url, "ValidationException")
             case "capture":
                 self.captured.append(Captured(call, request.method, url, headers, body))
                 return None

@@ -1,0 +1,441 @@
+"""What an operator reads when something goes wrong: each anomaly's log line, exactly (its
+outcome, level, hashed key and fields), on DynamoDB Local with faults injected through
+botocore's before-send event. Alarms and dashboards are built on these lines
+(docs/operations.md), so a renamed outcome, a lost field or a quieter level breaks them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+
+from lambda_idempotency import (
+    DynamoDBStore,
+    ResultNotSerializableError,
+    StoreError,
+    current_execution,
+    idempotent,
+)
+from lambda_idempotency._encoding import not_stored_marker
+from tests.conftest import FakeClock, FakeContext
+from tests.reliability.faults import Fault, FaultInjector, fast_retries
+
+pytestmark = pytest.mark.dynamodb_local
+
+EVENT = {"order_id": "o-1", "amount": 5}
+
+
+@pytest.fixture
+def default_store(store: DynamoDBStore, dynamodb_local_endpoint: str) -> DynamoDBStore:
+    """The library's own default client (its retries, its fixed user agent) on the test table."""
+    default = DynamoDBStore(store.table_name, endpoint_url=dynamodb_local_endpoint)
+    fast_retries(default.client)
+    return default
+
+
+def lines(caplog: Any) -> list[tuple[int, dict[str, Any]]]:
+    """(level, line) of every log line of ours, without the namespace (asserted once)."""
+    found = []
+    for record in caplog.records:
+        line = json.loads(record.getMessage())
+        assert line.pop("namespace") == "orders"
+        found.append((record.levelno, line))
+    return found
+
+
+def handler_for(store: DynamoDBStore, **options: Any) -> tuple[Any, list[int]]:
+    runs: list[int] = []
+
+    options.setdefault("cache_size", 0)
+
+    @idempotent(store=store, key="order_id", namespace="orders", **options)
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        runs.append(1)
+        if event.get("write"):
+            current_execution().add_write(
+                {
+                    "Put": {
+                        "TableName": store.table_name,
+                        "Item": {"pk": {"S": f"charge#{event['order_id']}"}},
+                    }
+                }
+            )
+        if event.get("fail"):
+            raise ValueError("declined")
+        return {"charged": event["amount"]}
+
+    return handler, runs
+
+
+def put_completed(store: DynamoDBStore, pk: str, payload_hash: str, result: bytes) -> None:
+    """A COMPLETED record as another invocation left it."""
+    store.client.put_item(
+        TableName=store.table_name,
+        Item={
+            "pk": {"S": pk},
+            "status": {"S": "COMPLETED"},
+            "expiration": {"N": str(2**31)},
+            "owner": {"S": "someone"},
+            "payload_hash": {"S": payload_hash},
+            "result": {"B": result},
+        },
+    )
+
+
+def test_a_failed_run_releases_its_key_and_says_why(
+    default_store: DynamoDBStore, caplog: Any
+) -> None:
+    handler, runs = handler_for(default_store)
+    pk, _ = handler.idempotency._identify(EVENT)
+
+    with caplog.at_level(logging.INFO, logger="lambda_idempotency"), pytest.raises(ValueError):
+        handler({**EVENT, "fail": True}, None)
+
+    assert lines(caplog) == [
+        (logging.INFO, {"idempotency": "released", "key_hash": pk, "reason": "ValueError"})
+    ]
+    assert handler({**EVENT}, None) == {"charged": 5}  # the retry runs again
+    assert len(runs) == 2
+
+
+def test_a_release_that_fails_is_an_error_line_and_the_handler_error_wins(
+    default_store: DynamoDBStore, caplog: Any
+) -> None:
+    """The key stays locked until its lease lapses: the operator must see that, and the
+    caller still gets the handler's own error, not the store's."""
+    handler, runs = handler_for(default_store)
+    pk, _ = handler.idempotency._identify(EVENT)
+    FaultInjector(default_store.client).add(Fault("release", "5xx", count=10))
+
+    with caplog.at_level(logging.INFO, logger="lambda_idempotency"), pytest.raises(ValueError):
+        handler({**EVENT, "fail": True}, None)
+
+    assert lines(caplog) == [
+        (
+            logging.ERROR,
+            {
+                "idempotency": "release_failed",
+                "key_hash": pk,
+                "reason": "ValueError",
+                "code": "InternalServerError",
+            },
+        )
+    ]
+    record = default_store.get(pk)
+    assert record is not None and record.status.value == "IN_PROGRESS"
+    assert runs == [1]
+
+
+def test_a_release_refused_because_the_key_was_taken_over_is_not_released(
+    default_store: DynamoDBStore, caplog: Any, clock: FakeClock
+) -> None:
+    """Our lease lapsed while the handler ran and another invocation claimed the key: our
+    failure must leave its claim alone, and the line says it was not released."""
+    handler, _ = handler_for(default_store, clock=clock, lease_seconds=1)
+    pk, payload_hash = handler.idempotency._identify(EVENT)
+
+    @idempotent(
+        store=default_store,
+        key="order_id",
+        namespace="orders",
+        clock=clock,
+        lease_seconds=1,
+        cache_size=0,
+    )
+    def slow_then_fail(event: dict[str, Any], context: Any) -> None:
+        clock.advance(5)
+        now = clock.now_ms()
+        won, _ = default_store.claim(
+            pk,
+            owner="new-owner",
+            payload_hash=payload_hash,
+            now_ms=now,
+            lease_until_ms=now + 60_000,
+            expiration_s=now // 1000 + 3600,
+            skew_ms=2_000,
+        )
+        assert won
+        raise ValueError("declined")
+
+    with caplog.at_level(logging.INFO, logger="lambda_idempotency"), pytest.raises(ValueError):
+        slow_then_fail(dict(EVENT), None)
+
+    assert (
+        logging.INFO,
+        {"idempotency": "not_released", "key_hash": pk, "reason": "ValueError"},
+    ) in lines(caplog)
+    record = default_store.get(pk)
+    assert record is not None and record.owner == "new-owner"
+    assert record.status.value == "IN_PROGRESS"
+
+
+@pytest.mark.parametrize("release", ["refused", "failing"])
+def test_a_completion_that_landed_with_its_answer_lost_is_confirmed_not_undone(
+    default_store: DynamoDBStore, caplog: Any, clock: FakeClock, release: str
+) -> None:
+    """The completion transaction (with an enlisted write) commits but its answer is lost,
+    then every later attempt fails: the invocation reads the record, finds its own
+    completion, answers with the result, and the write happened once. Whether the release
+    it tries first is refused (the record is completed) or fails outright."""
+    handler, runs = handler_for(default_store, clock=clock)
+    pk, _ = handler.idempotency._identify(EVENT)
+    faults = FaultInjector(default_store.client)
+    faults.add(Fault("complete", "lost"))
+    faults.add(Fault("complete", "5xx", first=2, count=1000))
+    if release == "failing":
+        faults.add(Fault("release", "5xx", count=1000))
+
+    with caplog.at_level(logging.INFO, logger="lambda_idempotency"):
+        result = handler({**EVENT, "write": True}, FakeContext(3_000, clock=clock))
+
+    assert result == {"charged": 5}
+    logged = lines(caplog)
+    assert logged[-3:] == [
+        (
+            logging.ERROR,
+            {
+                "idempotency": "completion_failed",
+                "key_hash": pk,
+                "step": "complete",
+                "code": "InternalServerError",
+            },
+        ),
+        (
+            (
+                logging.INFO,
+                {"idempotency": "not_released", "key_hash": pk, "reason": "completion failed"},
+            )
+            if release == "refused"
+            else (
+                logging.ERROR,
+                {
+                    "idempotency": "release_failed",
+                    "key_hash": pk,
+                    "reason": "completion failed",
+                    "code": "InternalServerError",
+                },
+            )
+        ),
+        (logging.WARNING, {"idempotency": "completion_confirmed", "key_hash": pk}),
+    ]
+    faults.clear()
+    assert handler({**EVENT, "write": True}, None) == {"charged": 5}  # a replay now
+    assert runs == [1]
+    charge = default_store.client.get_item(
+        TableName=default_store.table_name, Key={"pk": {"S": "charge#o-1"}}, ConsistentRead=True
+    )
+    assert "Item" in charge
+
+
+def test_a_completion_that_never_lands_releases_and_raises(
+    default_store: DynamoDBStore, caplog: Any, clock: FakeClock
+) -> None:
+    """Nothing landed (every attempt refused before it was sent): the key is released so a
+    retry runs again, and the caller gets a StoreError rather than a result nobody stored."""
+    handler, runs = handler_for(default_store, clock=clock)
+    pk, _ = handler.idempotency._identify(EVENT)
+    faults = FaultInjector(default_store.client)
+    faults.add(Fault("complete", "unsent", count=1000))
+
+    with caplog.at_level(logging.INFO, logger="lambda_idempotency"), pytest.raises(StoreError):
+        handler({**EVENT, "write": True}, FakeContext(3_000, clock=clock))
+
+    assert lines(caplog)[-1] == (
+        logging.INFO,
+        {"idempotency": "released", "key_hash": pk, "reason": "completion failed"},
+    )
+    faults.clear()
+    assert handler({**EVENT, "write": True}, None) == {"charged": 5}
+    assert runs == [1, 1]
+
+
+def test_a_stored_result_that_cannot_be_read_is_a_store_error_not_a_rerun(
+    store: DynamoDBStore, caplog: Any
+) -> None:
+    handler, runs = handler_for(store)
+    pk, payload_hash = handler.idempotency._identify(EVENT)
+    put_completed(store, pk, payload_hash, b"\x00garbage")
+
+    with (
+        caplog.at_level(logging.INFO, logger="lambda_idempotency"),
+        pytest.raises(StoreError) as failed,
+    ):
+        handler(dict(EVENT), None)
+
+    assert failed.value.code == "StoredResultUnreadable"
+    assert failed.value.key_hash == pk
+    assert str(failed.value) == "the stored result cannot be read"
+    assert lines(caplog) == [
+        (
+            logging.ERROR,
+            {
+                "idempotency": "store_error",
+                "key_hash": pk,
+                "step": "replay",
+                "code": "StoredResultUnreadable",
+            },
+        )
+    ]
+    assert runs == []
+
+
+def test_a_completed_record_without_a_result_replays_none(store: DynamoDBStore) -> None:
+    """A record completed with no result attribute (Powertools stores none for a None
+    result): the replay is None, not an error and not a second run."""
+    handler, runs = handler_for(store)
+    pk, payload_hash = handler.idempotency._identify(EVENT)
+    store.client.put_item(
+        TableName=store.table_name,
+        Item={
+            "pk": {"S": pk},
+            "status": {"S": "COMPLETED"},
+            "expiration": {"N": str(2**31)},
+            "payload_hash": {"S": payload_hash},
+        },
+    )
+    assert handler(dict(EVENT), None) is None
+    assert runs == []
+
+
+def test_a_replay_of_a_result_never_stored_warns_and_raises(
+    store: DynamoDBStore, caplog: Any
+) -> None:
+    handler, runs = handler_for(store)
+    pk, payload_hash = handler.idempotency._identify(EVENT)
+    put_completed(store, pk, payload_hash, not_stored_marker("not_serializable", "TypeError"))
+
+    with (
+        caplog.at_level(logging.INFO, logger="lambda_idempotency"),
+        pytest.raises(ResultNotSerializableError) as refused,
+    ):
+        handler(dict(EVENT), None)
+
+    assert refused.value.key_hash == pk
+    assert lines(caplog) == [
+        (logging.WARNING, {"idempotency": "replayed_not_stored", "key_hash": pk})
+    ]
+    assert runs == []
+
+
+def test_a_result_dynamodb_refuses_completes_the_key_with_a_marker(
+    default_store: DynamoDBStore, caplog: Any
+) -> None:
+    """The effect has happened and DynamoDB will not take the result: the key completes
+    anyway, without it. The first caller gets its result; every retry gets a typed error
+    naming why, and the handler never runs again."""
+    handler, runs = handler_for(default_store)
+    pk, _ = handler.idempotency._identify(EVENT)
+    FaultInjector(default_store.client).add(Fault("complete", "refused"))
+
+    with caplog.at_level(logging.INFO, logger="lambda_idempotency"):
+        assert handler(dict(EVENT), None) == {"charged": 5}
+
+    assert lines(caplog) == [
+        (
+            logging.ERROR,
+            {
+                "idempotency": "completion_failed",
+                "key_hash": pk,
+                "step": "complete",
+                "code": "ValidationException",
+            },
+        ),
+        (
+            logging.WARNING,
+            {
+                "idempotency": "result_not_storable",
+                "key_hash": pk,
+                "problem": "store_refused: ValidationException",
+            },
+        ),
+    ]
+    with pytest.raises(ResultNotSerializableError) as refused:
+        handler(dict(EVENT), None)
+    assert "ValidationException" in str(refused.value)
+    assert refused.value.key_hash == pk
+    assert runs == [1]
+
+
+def test_a_transaction_dynamodb_refuses_commits_nothing_and_frees_the_key(
+    default_store: DynamoDBStore,
+) -> None:
+    """With enlisted writes the refusal may be the writes' own: nothing committed, so the
+    key is released and the caller gets the StoreError; a retry runs again."""
+    handler, runs = handler_for(default_store)
+    faults = FaultInjector(default_store.client)
+    faults.add(Fault("complete", "refused"))
+
+    with pytest.raises(StoreError) as failed:
+        handler({**EVENT, "write": True}, None)
+    assert failed.value.code == "ValidationException"
+
+    faults.clear()
+    assert handler({**EVENT, "write": True}, None) == {"charged": 5}
+    assert runs == [1, 1]
+
+
+@pytest.mark.parametrize("reads", ["working", "failing"])
+def test_a_failed_completion_never_counts_another_invocation_completion_as_ours(
+    default_store: DynamoDBStore, dynamodb_local_endpoint: str, clock: FakeClock, reads: str
+) -> None:
+    """Our lease lapsed mid-handler, another invocation took the key over and completed it,
+    and our completion transaction fails: the caller gets the StoreError, never a success
+    that would claim our enlisted write committed (it did not). Likewise when the record
+    cannot even be read back."""
+    other_store = DynamoDBStore(default_store.table_name, endpoint_url=dynamodb_local_endpoint)
+    pk_box: list[str] = []
+
+    @idempotent(store=default_store, key="order_id", clock=clock, lease_seconds=1, cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> str:
+        clock.advance(5)
+        pk, payload_hash = handler.idempotency._identify(event)
+        pk_box.append(pk)
+        now = clock.now_ms()
+        assert other_store.claim(
+            pk,
+            owner="other",
+            payload_hash=payload_hash,
+            now_ms=now,
+            lease_until_ms=now + 60_000,
+            expiration_s=now // 1000 + 3600,
+            skew_ms=2_000,
+        )[0]
+        assert other_store.complete(
+            pk, owner="other", payload_hash=payload_hash, result=b"", expiration_s=2**31
+        )
+        current_execution().add_write(
+            {"Put": {"TableName": default_store.table_name, "Item": {"pk": {"S": "charge#1"}}}}
+        )
+        return "charged"
+
+    faults = FaultInjector(default_store.client)
+    faults.add(Fault("complete", "5xx", count=1000))
+    if reads == "failing":
+        faults.add(Fault("get", "5xx", count=1000))
+
+    with pytest.raises(StoreError):
+        handler(dict(EVENT), FakeContext(3_000, clock=clock))
+
+    record = other_store.get(pk_box[0])
+    assert record is not None and record.owner == "other"
+    charge = other_store.client.get_item(
+        TableName=default_store.table_name, Key={"pk": {"S": "charge#1"}}, ConsistentRead=True
+    )
+    assert "Item" not in charge
+
+
+def test_a_refused_result_is_a_typed_error_in_the_same_warm_container_too(
+    default_store: DynamoDBStore,
+) -> None:
+    """With the warm cache on, the container that ran the call answers its retry from the
+    table's marker: the typed error, not a crash on an empty cache entry and not a rerun."""
+    handler, runs = handler_for(default_store, cache_size=16)
+    FaultInjector(default_store.client).add(Fault("complete", "refused"))
+
+    assert handler(dict(EVENT), None) == {"charged": 5}
+    with pytest.raises(ResultNotSerializableError):
+        handler(dict(EVENT), None)
+    assert runs == [1]

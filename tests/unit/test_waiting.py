@@ -1,0 +1,460 @@
+"""Waiting for an in-flight duplicate, and the Retry-After a refused duplicate is given, on moto
+with a fake clock: how long a waiter waits, what ends its wait, and what it tells the caller.
+
+Times here are exact to the millisecond: the fake clock moves only when the library sleeps, so
+a waiter that gives up early, late, or never is seen as such.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from lambda_idempotency import (
+    DynamoDBStore,
+    InProgressError,
+    PayloadMismatchError,
+    StoreError,
+    idempotent,
+)
+from lambda_idempotency._encoding import encode
+from tests.conftest import FakeClock, FakeContext, RoundTrips
+
+HOLDER = "holder-token"
+HOUR_MS = 3_600_000
+
+
+class ScriptedClock(FakeClock):
+    """A fake clock that runs `action` once time reaches `at_ms`: what another invocation
+    does while the waiter sleeps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.start = self.ms
+        self.script: list[tuple[int, Callable[[], None]]] = []
+
+    def at(self, after_ms: int, action: Callable[[], None]) -> None:
+        self.script.append((self.start + after_ms, action))
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        due = [entry for entry in self.script if entry[0] <= self.ms]
+        for entry in due:
+            self.script.remove(entry)
+            entry[1]()
+
+    @property
+    def elapsed_ms(self) -> int:
+        return self.ms - self.start
+
+
+def waiting_handler(
+    store: DynamoDBStore, clock: FakeClock, **options: Any
+) -> tuple[Any, list[dict[str, Any]]]:
+    runs: list[dict[str, Any]] = []
+
+    @idempotent(
+        store=store,
+        key="order_id",
+        on_in_progress="wait",
+        clock=clock,
+        cache_size=0,
+        **options,
+    )
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        runs.append(event)
+        return {"ran": event["amount"]}
+
+    return handler, runs
+
+
+def hold(handler: Any, store: DynamoDBStore, event: dict[str, Any], lease_ms: int) -> str:
+    """Another invocation claims the event's key, its lease ending `lease_ms` from now."""
+    pk, payload_hash = handler.idempotency._identify(event)
+    now = handler.idempotency.settings.clock.now_ms()
+    won, _ = store.claim(
+        pk,
+        owner=HOLDER,
+        payload_hash=payload_hash,
+        now_ms=now,
+        lease_until_ms=now + lease_ms,
+        expiration_s=now // 1000 + 86_400,
+    )
+    assert won
+    return str(pk)
+
+
+def complete_as_holder(
+    handler: Any, store: DynamoDBStore, event: dict[str, Any], result: Any
+) -> Callable[[], None]:
+    pk, payload_hash = handler.idempotency._identify(event)
+
+    def complete() -> None:
+        now = handler.idempotency.settings.clock.now_ms()
+        assert store.complete(
+            pk,
+            owner=HOLDER,
+            payload_hash=payload_hash,
+            result=encode(result).blob,
+            expiration_s=now // 1000 + 86_400,
+            completed_at_ms=now,
+        )
+
+    return complete
+
+
+EVENT = {"order_id": "o-1", "amount": 5}
+
+
+# -- how long a waiter waits ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("remaining_ms", "max_wait_seconds", "waited_ms"),
+    [
+        (20_000, None, 18_000),  # its own time less a tenth, to answer in
+        (5_000, None, 4_500),  # ... but never less than half a second
+        (20_000, 3, 3_000),  # max_wait_seconds caps it
+        (2_000, 10, 1_500),  # ... and the invocation's own time caps max_wait_seconds
+        (None, 10, 10_000),  # without a Lambda context, max_wait_seconds alone
+        (20_005, None, 18_005),  # to the millisecond: the margin is whole milliseconds
+    ],
+)
+def test_a_waiter_gives_up_exactly_when_its_budget_ends(
+    moto_store: DynamoDBStore,
+    remaining_ms: int | None,
+    max_wait_seconds: int | None,
+    waited_ms: int,
+) -> None:
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock, max_wait_seconds=max_wait_seconds)
+    hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+    context = None if remaining_ms is None else FakeContext(remaining_ms, clock=clock)
+
+    with pytest.raises(InProgressError) as refused:
+        handler(dict(EVENT), context)
+
+    assert clock.elapsed_ms == waited_ms
+    assert runs == []
+    assert str(refused.value) == "gave up waiting for the holder of this key"
+    # Retry-After: the holder's lease, plus the clock-skew allowance, from when it gave up.
+    assert refused.value.retry_after == -(-(HOUR_MS + 2_000 - waited_ms) // 1000)
+
+
+def test_an_invocation_out_of_time_does_not_wait_at_all(moto_store: DynamoDBStore) -> None:
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock)
+    hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+
+    with pytest.raises(InProgressError):
+        handler(dict(EVENT), FakeContext(400, clock=clock))  # less than the answer margin
+
+    assert clock.slept == []
+    assert runs == []
+
+
+def test_without_context_or_cap_a_waiter_waits_for_a_slow_holder(
+    moto_store: DynamoDBStore,
+) -> None:
+    """Nothing says when the caller gives up: the waiter waits (up to Lambda's longest
+    timeout), here for a holder that takes half a minute."""
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock)
+    hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+    clock.at(30_000, complete_as_holder(handler, moto_store, EVENT, {"ran": "holder"}))
+
+    assert handler(dict(EVENT), None) == {"ran": "holder"}
+    assert 30_000 <= clock.elapsed_ms <= 30_500
+    assert runs == []
+
+
+def test_a_waiter_polls_with_a_gentle_backoff(moto_store: DynamoDBStore) -> None:
+    """First poll within 50 ms, then growing by half each time, never past half a second:
+    a waiter answers soon after the holder completes, at a bounded number of reads."""
+    clock = ScriptedClock()
+    handler, _ = waiting_handler(moto_store, clock, max_wait_seconds=10)
+    hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+
+    with pytest.raises(InProgressError):
+        handler(dict(EVENT), None)
+
+    slept = clock.slept
+    assert 0.025 <= slept[0] <= 0.05
+    ceilings = [min(0.05 * 1.5**n, 0.5) for n in range(len(slept))]
+    assert all(
+        0.5 * ceiling <= s <= ceiling for s, ceiling in zip(slept[:-1], ceilings[:-1], strict=True)
+    )
+    assert max(slept) <= 0.5
+    assert 20 <= len(slept) <= 45  # 10 s of polls: neither a busy loop nor a few long sleeps
+
+
+# -- what ends a wait -------------------------------------------------------------------------
+
+
+def test_a_waiter_replays_the_holder_result_soon_after_it_completes(
+    moto_store: DynamoDBStore,
+) -> None:
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock)
+    hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+    clock.at(2_000, complete_as_holder(handler, moto_store, EVENT, {"ran": "holder"}))
+
+    assert handler(dict(EVENT), FakeContext(30_000, clock=clock)) == {"ran": "holder"}
+    assert 2_000 <= clock.elapsed_ms <= 2_500
+    assert runs == []
+    assert handler.idempotency.stats["waiting"] == 1
+
+
+def test_a_waiter_runs_the_handler_once_the_holder_releases(moto_store: DynamoDBStore) -> None:
+    """The holder failed and released the key (a tombstone): the waiter claims and runs."""
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock)
+    pk = hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+    clock.at(1_000, lambda: moto_store.release(pk, owner=HOLDER, now_ms=clock.now_ms() - 5_000))
+
+    assert handler(dict(EVENT), FakeContext(30_000, clock=clock)) == {"ran": 5}
+    assert len(runs) == 1
+    assert 1_000 <= clock.elapsed_ms <= 1_500
+
+
+def test_a_waiter_runs_the_handler_once_the_holder_record_is_gone(
+    moto_store: DynamoDBStore,
+) -> None:
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock)
+    pk = hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+    clock.at(
+        1_000,
+        lambda: moto_store.client.delete_item(
+            TableName=moto_store.table_name, Key={"pk": {"S": pk}}
+        ),
+    )
+
+    assert handler(dict(EVENT), FakeContext(30_000, clock=clock)) == {"ran": 5}
+    assert len(runs) == 1
+    assert clock.elapsed_ms <= 1_500
+
+
+def test_a_waiter_takes_over_once_the_holder_lease_lapses_beyond_the_skew(
+    moto_store: DynamoDBStore,
+) -> None:
+    """A crashed holder: its lease ends in 3 s; with the 2 s skew allowance the waiter claims
+    a little after 5 s, not before (the holder may still run on a clock 2 s behind)."""
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock)
+    hold(handler, moto_store, EVENT, lease_ms=3_000)
+    trips = RoundTrips(moto_store.client)
+
+    assert handler(dict(EVENT), FakeContext(60_000, clock=clock)) == {"ran": 5}
+    assert len(runs) == 1
+    assert 5_000 < clock.elapsed_ms <= 5_600
+    assert handler.idempotency.stats["taken_over"] == 1
+    # One refused claim, polls, one claim that wins: no claims sent while the lease has
+    # lapsed on our clock but not on the holder's (each would be refused, and cost a write).
+    sent = trips.take()
+    assert sent.count("PutItem") == 3  # the two claims and the completion
+    assert set(sent) == {"PutItem", "GetItem"}
+
+
+def test_a_waiter_takes_over_an_expired_holder_only_past_the_skew(
+    moto_store: DynamoDBStore,
+) -> None:
+    """A holder record without a lease (as Powertools writes one) frees at its expiration,
+    plus the skew allowance."""
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock)
+    pk, payload_hash = handler.idempotency._identify(EVENT)
+    now = clock.now_ms()
+    expiration_s = now // 1000 + 4
+    moto_store.client.put_item(
+        TableName=moto_store.table_name,
+        Item={
+            "pk": {"S": pk},
+            "status": {"S": "IN_PROGRESS"},
+            "expiration": {"N": str(expiration_s)},
+            "owner": {"S": HOLDER},
+            "payload_hash": {"S": payload_hash},
+        },
+    )
+
+    trips = RoundTrips(moto_store.client)
+    assert handler(dict(EVENT), FakeContext(60_000, clock=clock)) == {"ran": 5}
+    assert len(runs) == 1
+    assert trips.take().count("PutItem") == 3  # refused claim, winning claim, completion
+    # Free once expired on a clock 2 s behind: past (expiration + 1) s + 2 s.
+    assert clock.now_ms() >= (expiration_s + 1) * 1000 + 2_000
+    assert clock.now_ms() <= (expiration_s + 1) * 1000 + 2_600
+
+
+def test_a_waiter_that_polls_another_payload_refuses_it(moto_store: DynamoDBStore) -> None:
+    """While the waiter waited, the key's record was replaced by a run of another payload
+    (the holder lapsed and someone else claimed): the waiter must not replay that result."""
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock, payload="@")
+    pk = hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+    other = {**EVENT, "amount": 999}
+    _, other_hash = handler.idempotency._identify(other)
+
+    def replaced_by_other_payload() -> None:
+        moto_store.client.put_item(
+            TableName=moto_store.table_name,
+            Item={
+                "pk": {"S": pk},
+                "status": {"S": "COMPLETED"},
+                "expiration": {"N": str(clock.now_ms() // 1000 + 86_400)},
+                "owner": {"S": "someone-else"},
+                "payload_hash": {"S": other_hash},
+                "result": {"B": encode({"ran": 999}).blob},
+            },
+        )
+
+    clock.at(1_000, replaced_by_other_payload)
+
+    with pytest.raises(PayloadMismatchError) as refused:
+        handler(dict(EVENT), FakeContext(30_000, clock=clock))
+    assert refused.value.key_hash == pk
+    assert str(refused.value) == "this key was used with a different payload"
+    assert runs == []
+
+
+def test_a_waiter_whose_poll_fails_raises_a_store_error_and_logs_it(
+    moto_store: DynamoDBStore, caplog: Any
+) -> None:
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock)
+    pk = hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+
+    def fail_reads(*_: Any) -> None:
+        raise StoreError("reads are failing", key_hash=pk, code="InternalServerError")
+
+    clock.at(500, lambda: setattr(moto_store, "get", fail_reads))
+    with (
+        caplog.at_level(logging.DEBUG, logger="lambda_idempotency"),
+        pytest.raises(StoreError),
+    ):
+        handler(dict(EVENT), FakeContext(30_000, clock=clock))
+
+    assert runs == []
+    lines = [json.loads(r.getMessage()) for r in caplog.records]
+    assert {"idempotency": "waiting", "key_hash": pk, "namespace": lines[0]["namespace"]} in lines
+    assert [(r.levelno, json.loads(r.getMessage())) for r in caplog.records][-1] == (
+        logging.ERROR,
+        {
+            "idempotency": "store_error",
+            "key_hash": pk,
+            "namespace": lines[0]["namespace"],
+            "step": "wait",
+            "code": "InternalServerError",
+        },
+    )
+
+
+# -- Retry-After for a refused duplicate ------------------------------------------------------
+
+
+def raising_handler(store: DynamoDBStore, clock: FakeClock, **options: Any) -> Any:
+    @idempotent(store=store, key="order_id", clock=clock, cache_size=0, **options)
+    def handler(event: dict[str, Any], context: Any) -> str:
+        return "ran"
+
+    return handler
+
+
+@pytest.mark.parametrize(
+    ("lease_ms", "skew_seconds", "retry_after"),
+    [
+        (30_000, None, 32),  # the holder's lease, plus the default 2 s skew allowance
+        (30_001, None, 33),  # rounded up: a retry sooner than that would be refused again
+        (30_000, 0, 30),
+        (-1_500, None, 1),  # lapsed on our clock, not yet on one 2 s behind: soon, not never
+    ],
+)
+def test_retry_after_is_when_the_holder_lease_lapses_on_every_clock(
+    moto_store: DynamoDBStore,
+    clock: FakeClock,
+    lease_ms: int,
+    skew_seconds: int | None,
+    retry_after: int,
+) -> None:
+    options = {} if skew_seconds is None else {"clock_skew_seconds": skew_seconds}
+    handler = raising_handler(moto_store, clock, **options)
+    pk = hold(handler, moto_store, EVENT, lease_ms=lease_ms)
+
+    with pytest.raises(InProgressError) as refused:
+        handler(dict(EVENT), FakeContext(30_000, clock=clock))
+
+    assert refused.value.retry_after == retry_after
+    assert refused.value.key_hash == pk
+    assert "another invocation is running" in str(refused.value)
+
+
+def test_retry_after_for_a_holder_without_a_lease_is_its_expiration(
+    moto_store: DynamoDBStore, clock: FakeClock
+) -> None:
+    """Powertools writes IN_PROGRESS records without a lease when it has no context: the key
+    frees at the record's expiration (plus the skew allowance), so say that, not "1 s"."""
+    handler = raising_handler(moto_store, clock)
+    pk, _ = handler.idempotency._identify(EVENT)
+    now = clock.now_ms()
+    moto_store.client.put_item(
+        TableName=moto_store.table_name,
+        Item={
+            "pk": {"S": pk},
+            "status": {"S": "IN_PROGRESS"},
+            "expiration": {"N": str(now // 1000 + 600)},
+            "owner": {"S": HOLDER},
+        },
+    )
+
+    with pytest.raises(InProgressError) as refused:
+        handler(dict(EVENT), FakeContext(30_000, clock=clock))
+
+    expected = -(-((now // 1000 + 600) * 1000 + 2_000 - now) // 1000)
+    assert refused.value.retry_after == expected
+
+
+def test_retry_after_for_a_release_ahead_of_our_clock_is_until_the_release(
+    moto_store: DynamoDBStore, clock: FakeClock
+) -> None:
+    """A tombstone released 1.5 s ahead of our clock (the releaser's clock runs ahead): the key
+    frees when our clock reaches the release, with no skew allowance on top."""
+    handler = raising_handler(moto_store, clock)
+    pk = hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+    assert moto_store.release(pk, owner=HOLDER, now_ms=clock.now_ms() + 1_500)
+
+    with pytest.raises(InProgressError) as refused:
+        handler(dict(EVENT), FakeContext(30_000, clock=clock))
+    assert refused.value.retry_after == 2
+
+    clock.advance(1.5)
+    assert handler(dict(EVENT), FakeContext(30_000, clock=clock)) == "ran"
+
+
+def test_a_refused_duplicate_is_logged_with_its_retry_after(
+    moto_store: DynamoDBStore, clock: FakeClock, caplog: Any
+) -> None:
+    handler = raising_handler(moto_store, clock)
+    pk = hold(handler, moto_store, EVENT, lease_ms=10_000)
+
+    with (
+        caplog.at_level(logging.INFO, logger="lambda_idempotency"),
+        pytest.raises(InProgressError),
+    ):
+        handler(dict(EVENT), FakeContext(30_000, clock=clock))
+
+    lines = [(r.levelno, json.loads(r.getMessage())) for r in caplog.records]
+    assert lines == [
+        (
+            logging.INFO,
+            {
+                "idempotency": "in_progress",
+                "key_hash": pk,
+                "namespace": handler.idempotency.settings.namespace,
+                "retry_after": 12,
+            },
+        )
+    ]
