@@ -14,6 +14,7 @@ import pytest
 
 from lambda_idempotency import (
     DynamoDBStore,
+    LeaseLostError,
     ResultNotSerializableError,
     StoreError,
     current_execution,
@@ -439,3 +440,58 @@ def test_a_refused_result_is_a_typed_error_in_the_same_warm_container_too(
     with pytest.raises(ResultNotSerializableError):
         handler(dict(EVENT), None)
     assert runs == [1]
+
+
+@pytest.mark.parametrize("enlisted", [True, False])
+def test_a_completion_fenced_out_by_a_takeover_says_the_lease_was_lost(
+    store: DynamoDBStore, caplog: Any, clock: FakeClock, enlisted: bool
+) -> None:
+    """Our lease lapsed mid-handler and another invocation claimed the key: our completion
+    is fenced out. With enlisted writes the caller must learn they were not committed
+    (LeaseLostError naming the key); without, it gets its result. Either way a WARNING says
+    the lease was lost."""
+    pk_box: list[str] = []
+
+    @idempotent(
+        store=store,
+        key="order_id",
+        namespace="orders",
+        clock=clock,
+        lease_seconds=1,
+        cache_size=0,
+    )
+    def handler(event: dict[str, Any], context: Any) -> str:
+        clock.advance(5)
+        pk, payload_hash = handler.idempotency._identify(event)
+        pk_box.append(pk)
+        now = clock.now_ms()
+        assert store.claim(
+            pk,
+            owner="other",
+            payload_hash=payload_hash,
+            now_ms=now,
+            lease_until_ms=now + 60_000,
+            expiration_s=now // 1000 + 3600,
+            skew_ms=2_000,
+        )[0]
+        if enlisted:
+            current_execution().add_write(
+                {"Put": {"TableName": store.table_name, "Item": {"pk": {"S": "charge#1"}}}}
+            )
+        return "charged"
+
+    with caplog.at_level(logging.WARNING, logger="lambda_idempotency"):
+        if enlisted:
+            with pytest.raises(LeaseLostError) as lost:
+                handler(dict(EVENT), None)
+            assert lost.value.key_hash == pk_box[0]
+            assert str(lost.value) == (
+                "the lease lapsed and another invocation took the key over; "
+                "the enlisted writes were not committed"
+            )
+        else:
+            assert handler(dict(EVENT), None) == "charged"
+
+    assert (logging.WARNING, {"idempotency": "lease_lost", "key_hash": pk_box[0]}) in lines(caplog)
+    record = store.get(pk_box[0])
+    assert record is not None and record.owner == "other"
