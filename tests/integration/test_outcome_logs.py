@@ -495,3 +495,57 @@ def test_a_completion_fenced_out_by_a_takeover_says_the_lease_was_lost(
     assert (logging.WARNING, {"idempotency": "lease_lost", "key_hash": pk_box[0]}) in lines(caplog)
     record = store.get(pk_box[0])
     assert record is not None and record.owner == "other"
+
+
+def test_a_completion_conflict_reads_nothing_back(default_store: DynamoDBStore) -> None:
+    """An enlisted write's condition fails on the first completion attempt: nothing could
+    have landed, so the key is released without a read (the read is for lost answers)."""
+    from lambda_idempotency import CompletionConflictError
+    from lambda_idempotency.testing import RoundTrips
+
+    @idempotent(store=default_store, key="order_id", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> str:
+        current_execution().add_write(
+            {
+                "ConditionCheck": {
+                    "TableName": default_store.table_name,
+                    "Key": {"pk": {"S": "account#1"}},
+                    "ConditionExpression": "attribute_exists(pk)",
+                }
+            }
+        )
+        return "charged"
+
+    trips = RoundTrips(default_store.client)
+    with pytest.raises(CompletionConflictError):
+        handler(dict(EVENT), None)
+    assert trips.take() == ["PutItem", "TransactWriteItems", "PutItem"]
+
+
+def test_chunks_that_cannot_be_written_are_logged_as_the_chunks_step(
+    default_store: DynamoDBStore, caplog: Any, clock: FakeClock
+) -> None:
+    import os
+
+    big = {"blob": os.urandom(600_000).hex()}  # past the inline limit once compressed
+
+    @idempotent(store=default_store, key="order_id", namespace="orders", clock=clock)
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        return big
+
+    pk, _ = handler.idempotency._identify(EVENT)
+    FaultInjector(default_store.client).add(Fault("chunks", "5xx", count=1000))
+    with caplog.at_level(logging.WARNING, logger="lambda_idempotency"):
+        assert handler(dict(EVENT), FakeContext(3_000, clock=clock)) == big
+
+    logged = lines(caplog)
+    assert {line["step"] for _, line in logged} == {"chunks"}
+    assert logged[-1] == (
+        logging.ERROR,
+        {
+            "idempotency": "completion_failed",
+            "key_hash": pk,
+            "step": "chunks",
+            "code": "InternalServerError",
+        },
+    )

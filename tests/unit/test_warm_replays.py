@@ -123,3 +123,16 @@ def test_each_replay_logs_where_it_came_from(
         ("store", infos[0].key_hash),
         ("cache", infos[0].key_hash),
     ]
+
+
+def test_the_container_that_ran_the_call_replays_its_typed_result_from_memory(
+    moto_store: DynamoDBStore, clock: FakeClock
+) -> None:
+    _, second, runs, infos = two_containers(moto_store, clock)
+    event = {"order_id": "o-1", "amount": "10.50"}
+    assert second(event, None) == RESULT  # runs here, and stays warm here
+    trips = RoundTrips(moto_store.client)
+    assert second(dict(event), None) == RESULT
+    assert trips.take() == []
+    assert runs == [1]
+    assert [i.source for i in infos] == ["cache"]
