@@ -136,3 +136,21 @@ def test_the_container_that_ran_the_call_replays_its_typed_result_from_memory(
     assert trips.take() == []
     assert runs == [1]
     assert [i.source for i in infos] == ["cache"]
+
+
+def test_a_completed_record_says_when_it_was_claimed_and_completed(
+    moto_store: DynamoDBStore, clock: FakeClock
+) -> None:
+    """Operators read a record's age and run time from these (`inspect`, `stuck`)."""
+    claimed_at = clock.now_ms()
+
+    @idempotent(store=moto_store, key="order_id", clock=clock)
+    def handler(event: dict[str, Any], context: Any) -> str:
+        clock.advance(2.5)
+        return "charged"
+
+    handler({"order_id": "o-1"}, None)
+    pk, _ = handler.idempotency._identify({"order_id": "o-1"})
+    record = moto_store.get(pk)
+    assert record is not None
+    assert (record.claimed_at, record.completed_at) == (claimed_at, claimed_at + 2_500)
