@@ -86,6 +86,24 @@ def put_completed(store: DynamoDBStore, pk: str, payload_hash: str, result: byte
     )
 
 
+def take_over(
+    store: DynamoDBStore, clock: FakeClock, pk: str, payload_hash: str, owner: str
+) -> None:
+    """Five seconds pass (our 1 s lease lapses, skew included) and `owner` claims the key."""
+    clock.advance(5)
+    now = clock.now_ms()
+    won, _ = store.claim(
+        pk,
+        owner=owner,
+        payload_hash=payload_hash,
+        now_ms=now,
+        lease_until_ms=now + 60_000,
+        expiration_s=now // 1000 + 3600,
+        skew_ms=2_000,
+    )
+    assert won
+
+
 def test_a_failed_run_releases_its_key_and_says_why(
     default_store: DynamoDBStore, caplog: Any
 ) -> None:
@@ -147,18 +165,7 @@ def test_a_release_refused_because_the_key_was_taken_over_is_not_released(
         cache_size=0,
     )
     def slow_then_fail(event: dict[str, Any], context: Any) -> None:
-        clock.advance(5)
-        now = clock.now_ms()
-        won, _ = default_store.claim(
-            pk,
-            owner="new-owner",
-            payload_hash=payload_hash,
-            now_ms=now,
-            lease_until_ms=now + 60_000,
-            expiration_s=now // 1000 + 3600,
-            skew_ms=2_000,
-        )
-        assert won
+        take_over(default_store, clock, pk, payload_hash, "new-owner")
         raise ValueError("declined")
 
     with caplog.at_level(logging.INFO, logger="lambda_idempotency"), pytest.raises(ValueError):
@@ -391,19 +398,9 @@ def test_a_failed_completion_never_counts_another_invocation_completion_as_ours(
 
     @idempotent(store=default_store, key="order_id", clock=clock, lease_seconds=1, cache_size=0)
     def handler(event: dict[str, Any], context: Any) -> str:
-        clock.advance(5)
         pk, payload_hash = handler.idempotency._identify(event)
         pk_box.append(pk)
-        now = clock.now_ms()
-        assert other_store.claim(
-            pk,
-            owner="other",
-            payload_hash=payload_hash,
-            now_ms=now,
-            lease_until_ms=now + 60_000,
-            expiration_s=now // 1000 + 3600,
-            skew_ms=2_000,
-        )[0]
+        take_over(other_store, clock, pk, payload_hash, "other")
         assert other_store.complete(
             pk, owner="other", payload_hash=payload_hash, result=b"", expiration_s=2**31
         )
@@ -461,19 +458,9 @@ def test_a_completion_fenced_out_by_a_takeover_says_the_lease_was_lost(
         cache_size=0,
     )
     def handler(event: dict[str, Any], context: Any) -> str:
-        clock.advance(5)
         pk, payload_hash = handler.idempotency._identify(event)
         pk_box.append(pk)
-        now = clock.now_ms()
-        assert store.claim(
-            pk,
-            owner="other",
-            payload_hash=payload_hash,
-            now_ms=now,
-            lease_until_ms=now + 60_000,
-            expiration_s=now // 1000 + 3600,
-            skew_ms=2_000,
-        )[0]
+        take_over(store, clock, pk, payload_hash, "other")
         if enlisted:
             current_execution().add_write(
                 {"Put": {"TableName": store.table_name, "Item": {"pk": {"S": "charge#1"}}}}
