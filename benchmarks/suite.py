@@ -15,6 +15,7 @@ from . import (
     contention,
     cpu,
     fingerprint,
+    hot_key,
     latency,
     report,
     round_trips,
@@ -35,6 +36,7 @@ SECTIONS = (
     "storage",
     "fingerprint",
     "contention",
+    "hot_key",
     "throughput",
 )
 REPORT_NAME = "benchmarks.md"
@@ -136,6 +138,18 @@ def run(
                 ),
                 callers=plan.contention_callers,
                 work_seconds=plan.contention_work_seconds,
+            )
+        if "hot_key" in wanted:
+            log("hot key")
+            sections["hot_key"] = hot_key.section(
+                hot_key.measure(
+                    endpoint_url,
+                    tables,
+                    callers=plan.hot_key_callers,
+                    trials=plan.hot_key_trials,
+                    work_seconds=plan.hot_key_work_seconds,
+                ),
+                callers=plan.hot_key_callers,
             )
         if "throughput" in wanted:
             log("throughput")

@@ -1,0 +1,182 @@
+"""Hot key: many callers of one key wait (`on_in_progress="wait"`) for the one that runs.
+
+All callers are released at once on a barrier; one claims the key and runs a body that takes
+the handler's time, the others wait and replay its result. What matters to them: how soon
+after the handler's time each has its answer, and what their polls cost the key's partition
+(every poll is a strongly consistent GetItem, counted per caller on the wire).
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .contenders import OURS
+from .report import Section, Table
+from .workload import LambdaContext, Work, dynamodb_client, order_event
+
+_keys = itertools.count()
+
+
+@dataclass(frozen=True)
+class Waiter:
+    answered: float
+    """Seconds from the barrier to this caller's answer."""
+    reads: int
+    """GetItems this caller sent (its polls; a replay of a small result reads nothing more)."""
+    ran: bool
+    """This caller ran the body (the holder); every other one waited."""
+    outcome: str
+
+
+@dataclass(frozen=True)
+class Trial:
+    waiters: list[Waiter]
+    executions: int
+    body_done: float
+    """Seconds from the barrier until the holder's body returned."""
+
+
+def run_trial(endpoint_url: str, table: str, *, callers: int, work_seconds: float) -> Trial:
+    client = dynamodb_client(endpoint_url, max_pool_connections=callers)
+    reads: dict[int, int] = {}
+    lock = threading.Lock()
+
+    def count_read(**_: Any) -> None:
+        with lock:
+            thread = threading.get_ident()
+            reads[thread] = reads.get(thread, 0) + 1
+
+    client.meta.events.register("before-send.dynamodb.GetItem", count_read)
+    work = Work(seconds=work_seconds)
+    ran: set[int] = set()
+    body_done = [0.0]
+
+    def body(event: dict[str, Any], context: Any) -> Any:
+        ran.add(threading.get_ident())
+        result = work(event)
+        body_done[0] = time.perf_counter()
+        return result
+
+    handler = OURS.wrap(client, table, body, cache=False, on_in_progress="wait")
+    event = order_event(f"hot-key-{next(_keys)}")
+    answers: list[tuple[float, int, str]] = [(0.0, 0, "no answer")] * callers
+    barrier = threading.Barrier(callers + 1)
+
+    def caller(index: int) -> None:
+        barrier.wait()
+        try:
+            handler(event, LambdaContext())
+            outcome = "result"
+        except Exception as exc:
+            outcome = type(exc).__name__
+        answers[index] = (time.perf_counter(), threading.get_ident(), outcome)
+
+    threads = [threading.Thread(target=caller, args=(i,), daemon=True) for i in range(callers)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join(timeout=120)
+    return Trial(
+        waiters=[
+            Waiter(finished - start, reads.get(ident, 0), ident in ran, outcome)
+            for finished, ident, outcome in answers
+        ],
+        executions=work.executions,
+        body_done=body_done[0] - start,
+    )
+
+
+def measure(
+    endpoint_url: str,
+    table: dict[str, str],
+    *,
+    callers: int,
+    trials: int,
+    work_seconds: tuple[float, ...],
+) -> dict[float, list[Trial]]:
+    """Trials for each handler time, interleaved, each on a new key."""
+    results: dict[float, list[Trial]] = {seconds: [] for seconds in work_seconds}
+    for _ in range(trials):
+        for seconds in work_seconds:
+            results[seconds].append(
+                run_trial(endpoint_url, table["ours"], callers=callers, work_seconds=seconds)
+            )
+    return results
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.0f}"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds * 1e3:,.0f} ms" if seconds < 1 else f"{seconds:g} s"
+
+
+def _row(trials: list[Trial], *, callers: int, work_seconds: float) -> list[str]:
+    waiters = [w for trial in trials for w in trial.waiters if not w.ran]
+    over = [w.answered - work_seconds for w in waiters]
+    after_body = [
+        w.answered - trial.body_done for trial in trials for w in trial.waiters if not w.ran
+    ]
+    rates = [w.reads / w.answered for w in waiters if w.answered > 0]
+    reads = [w.reads for w in waiters]
+    holders = [w.answered - work_seconds for trial in trials for w in trial.waiters if w.ran]
+    executions = sorted({trial.executions for trial in trials})
+    others = sum(w.outcome != "result" for w in waiters)
+    return [
+        f"hot key: {callers - 1} waiters, handler {_duration(work_seconds)}",
+        " to ".join(map(str, executions)),
+        f"+{_ms(statistics.median(holders))} / +{_ms(max(holders))} ms",
+        f"+{_ms(statistics.median(over))} / +{_ms(max(over))} ms",
+        f"+{_ms(statistics.median(after_body))} / +{_ms(max(after_body))} ms",
+        f"{statistics.mean(reads):.1f} (max {max(reads)})",
+        f"{statistics.mean(rates):.1f} (max {max(rates):.1f})",
+        str(others),
+    ]
+
+
+def section(results: dict[float, list[Trial]], *, callers: int) -> Section:
+    trials = min(len(runs) for runs in results.values())
+    rows = [_row(runs, callers=callers, work_seconds=seconds) for seconds, runs in results.items()]
+    return Section(
+        title="Hot key",
+        method=(
+            f"{callers} threads invoke the same handler with the same event at once (released "
+            'by a barrier) against DynamoDB Local, with `on_in_progress="wait"`: one runs the '
+            "body (it sleeps the handler's time), the others wait for its result. "
+            f"{trials} trials per handler time, interleaved, each on a new key; times are "
+            "over every waiter of every trial. Reads are the GetItems each waiter sent, counted "
+            "on the client."
+        ),
+        tables=[
+            Table(
+                [
+                    "case",
+                    "handler runs",
+                    "holder answered after the handler's time (p50 / max)",
+                    "waiters answered after the handler's time (p50 / max)",
+                    "waiters answered after the body returned (p50 / max)",
+                    "reads per waiter (mean)",
+                    "reads per waiter per second (mean)",
+                    "waiters without the result",
+                ],
+                rows,
+            )
+        ],
+        notes=[
+            "Times after the handler's time count from the barrier, so they include the claim "
+            f"among {callers} concurrent ones and the completion write: the holder's own answer "
+            "is the floor. Times after the body returned count from the moment the holder's "
+            "body returned: that lag is what the poll schedule controls. All "
+            "callers share one process (and its GIL) and the machine with DynamoDB Local, so "
+            "their round trips queue behind each other in a way separate Lambda containers' "
+            "do not.",
+        ],
+    )
