@@ -23,8 +23,10 @@ WAIT_POLL_FRACTION = 0.25
 handler's time after it completes (within the floor and cap below)."""
 WAIT_MIN_POLL_SECONDS = 0.1
 """The interval while the holder is young: about 13 reads a second (jittered mean 75 ms)."""
-WAIT_MAX_POLL_SECONDS = 1.0
-"""The interval once the holder has run 4 s or more: about 1.3 reads a second."""
+WAIT_MAX_POLL_SECONDS = 0.5
+"""The interval once the holder has run 2 s or more: about 2.7 reads a second. Longer would
+save reads but cost every waiter up to that much more billed Lambda time, and one second of
+a 1 GB function costs about as much as a hundred strongly consistent reads."""
 WAIT_JITTER = (0.5, 1.0)
 """Each interval is drawn from this share of its nominal length: never later than nominal."""
 WAIT_THROTTLED_MAX_SECONDS = 4.0
