@@ -14,7 +14,6 @@ Each poll is a strongly consistent GetItem, 1 read unit for a record under 4 KB.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 
 from ._record import Record, Status
 
@@ -45,7 +44,6 @@ def next_poll_ms(
     started_ms: int,
     skew_ms: int,
     throttled: int = 0,
-    draw: Callable[[float, float], float] = random.uniform,
 ) -> int:
     """Milliseconds from `now_ms` until the next poll of `held`'s key.
 
@@ -59,7 +57,7 @@ def next_poll_ms(
     )
     if throttled:
         nominal = min(nominal * 2**throttled, WAIT_THROTTLED_MAX_SECONDS * 1000)
-    delay = max(1, round(nominal * draw(*WAIT_JITTER)))
+    delay = max(1, round(nominal * random.uniform(*WAIT_JITTER)))
     frees = _frees_at_ms(held, skew_ms)
     if now_ms < frees < now_ms + delay and not throttled:
         return frees - now_ms
