@@ -100,8 +100,9 @@ def test_a_wrong_key_name_fails_and_names_the_layout_that_fits(aws: Any, capsys:
 
     assert status == 1
     assert lines["key schema"].startswith("FAIL")
-    assert "partition key id (S); the native layout needs partition key pk (S)" in (
-        lines["key schema"]
+    assert (
+        "partition key id (S); the native layout needs partition key pk (S)"
+        in (lines["key schema"])
     )
     assert "--layout powertools" in lines["key schema"]
     status, lines, _ = doctor(capsys, "--layout", "powertools")
@@ -125,11 +126,13 @@ def test_a_numeric_key_fails_with_a_new_table_as_the_fix(aws: Any, capsys: Any) 
     status, lines, _ = doctor(capsys)
 
     assert status == 1
-    assert "partition key pk (N); the native layout needs partition key pk (S)" in (
-        lines["key schema"]
+    assert (
+        "partition key pk (N); the native layout needs partition key pk (S)"
+        in (lines["key schema"])
     )
-    assert "Fix: A key schema cannot be changed: create a table with partition key pk (S)" in (
-        lines["key schema"]
+    assert (
+        "Fix: A key schema cannot be changed: create a table with partition key pk (S)"
+        in (lines["key schema"])
     )
 
 
@@ -141,8 +144,9 @@ def test_a_composite_key_needs_the_stores_sort_key(aws: Any, capsys: Any) -> Non
 
     status, lines, _ = doctor(capsys, "--sort-key-attr", "other")
     assert status == 1
-    assert "with sort_key_attr='other' needs partition key pk (S), sort key other (S)" in (
-        lines["key schema"]
+    assert (
+        "with sort_key_attr='other' needs partition key pk (S), sort key other (S)"
+        in (lines["key schema"])
     )
 
     status, lines, out = doctor(capsys, "--sort-key-attr", "sk")
