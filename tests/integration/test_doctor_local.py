@@ -99,7 +99,7 @@ def test_a_wrong_table_fails_each_way_it_is_wrong(
         in (lines["key schema"])
     )
     assert "on ttl, but the store writes its expiry to expiration" in lines["TTL"]
-    assert lines["billing"].startswith("warn  billing                 provisioned, 5 WCU")
+    assert lines["billing"].startswith("warn  billing                 provisioned, 5 WCU, write")
     assert (
         "auto scaling not checked (a local endpoint has no Application Auto Scaling)"
         in (lines["billing"])

@@ -245,7 +245,7 @@ def test_provisioned_with_write_auto_scaling_passes(aws: Any, capsys: Any) -> No
 
     assert status == 0
     assert lines["billing"].startswith("ok")
-    assert "between 5 and 100 WCU" in lines["billing"]
+    assert "write auto scaling between 5 and 100 WCU" in lines["billing"]
 
 
 def as_global_table(monkeypatch: Any, **fields: Any) -> None:
@@ -364,3 +364,29 @@ def test_refused_credentials_name_the_permissions_doctor_needs(
     assert status == 2
     assert "(AccessDeniedException): doctor needs dynamodb:DescribeTable" in err
     assert err.count("\n") == 1
+
+
+def test_the_operations_guide_shows_what_doctor_prints(capsys: Any) -> None:
+    """The sample in docs/operations.md is doctor's output for the table it describes."""
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    command = "$ lambda-idempotency doctor orders-idempotency --region eu-west-1\n"
+    shown = guide[guide.index(command) + len(command) :].split("```", 1)[0]
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="eu-west-1")
+        client.create_table(
+            TableName="orders-idempotency",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            ProvisionedThroughput={"ReadCapacityUnits": 25, "WriteCapacityUnits": 25},
+            DeletionProtectionEnabled=True,
+        )
+        client.update_time_to_live(
+            TableName="orders-idempotency",
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiration"},
+        )
+        status = cli.main(["doctor", "orders-idempotency", "--region", "eu-west-1"])
+
+    assert status == 1
+    assert capsys.readouterr().out == shown

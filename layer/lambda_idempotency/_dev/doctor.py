@@ -230,31 +230,28 @@ def billing(table: Mapping[str, Any], autoscaling: Any | None, unchecked: str) -
             f"table's previous peak at once (4,000 writes a second on a new table){capped}",
         )
     writes = table.get("ProvisionedThroughput", {}).get("WriteCapacityUnits", 0)
+    head = f"provisioned, {writes} WCU"
     burst = (
-        f"provisioned, {writes} WCU: retries past {writes} writes a second (each replay and "
-        "refused duplicate is one) run on burst capacity (up to 300 s of unused capacity, best "
-        "effort), then are throttled"
+        f"retries past {writes} writes a second (each replay and refused duplicate is one) run "
+        "on burst capacity (up to 300 s of unused capacity, best effort), then are throttled"
     )
     switch = f"`aws dynamodb update-table --table-name {name} --billing-mode PAY_PER_REQUEST`"
-    if autoscaling is None:
-        return Check(
-            "billing",
-            Status.WARN,
-            f"{burst}; write auto scaling not checked ({unchecked})",
-            f"make sure write auto scaling is on, or {switch}",
-        )
-    answer = _ask(
-        lambda: autoscaling.describe_scalable_targets(
-            ServiceNamespace="dynamodb",
-            ResourceIds=[f"table/{name}"],
-            ScalableDimension="dynamodb:table:WriteCapacityUnits",
+    answer = (
+        unchecked
+        if autoscaling is None
+        else _ask(
+            lambda: autoscaling.describe_scalable_targets(
+                ServiceNamespace="dynamodb",
+                ResourceIds=[f"table/{name}"],
+                ScalableDimension="dynamodb:table:WriteCapacityUnits",
+            )
         )
     )
     if isinstance(answer, str):
         return Check(
             "billing",
             Status.WARN,
-            f"{burst}; write auto scaling not checked ({answer})",
+            f"{head}, write auto scaling not checked ({answer}): {burst}",
             f"make sure write auto scaling is on, or {switch}",
         )
     targets = answer.get("ScalableTargets", [])
@@ -262,15 +259,15 @@ def billing(table: Mapping[str, Any], autoscaling: Any | None, unchecked: str) -
         return Check(
             "billing",
             Status.WARN,
-            f"{burst}, and no write auto scaling",
+            f"{head}, no write auto scaling: {burst}",
             f"{switch}, or register write auto scaling (Application Auto Scaling)",
         )
     target = targets[0]
     return Check(
         "billing",
         Status.OK,
-        f"{burst} until auto scaling raises it (between {target['MinCapacity']} and "
-        f"{target['MaxCapacity']} WCU; it reacts in minutes)",
+        f"{head}, write auto scaling between {target['MinCapacity']} and "
+        f"{target['MaxCapacity']} WCU: {burst} until it scales up (in minutes)",
     )
 
 
