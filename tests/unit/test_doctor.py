@@ -160,7 +160,9 @@ def test_a_sort_key_the_table_lacks_fails(aws: Any, capsys: Any) -> None:
     status, lines, _ = doctor(capsys, "--sort-key-attr", "sk")
 
     assert status == 1
+    assert "every key would land on one item" in lines["key schema"]
     assert "no --sort-key-attr (this table has no sort key)" in lines["key schema"]
+    assert "template.yaml" not in lines["key schema"]  # its table has no sort key either
 
 
 def test_ttl_off_fails_with_the_command_that_enables_it(aws: Any, capsys: Any) -> None:

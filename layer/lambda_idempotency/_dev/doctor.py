@@ -108,11 +108,16 @@ def key_schema(store: DynamoDBStore, table: Mapping[str, Any], layout: str) -> C
     has = describe(keys, with_types=True)
     if keys == wanted and all(types.get(name) == "S" for name in keys.values()):
         return Check("key schema", Status.OK, f"{has}, as {needed} needs")
+    shared_item = keys == {"HASH": store.names.pk} and types.get(store.names.pk) == "S"
+    consequence = (
+        "every key would land on one item (its partition key holds the store's static value)"
+        if shared_item
+        else "every claim would fail with a ValidationException"
+    )
     return Check(
         "key schema",
         Status.FAIL,
-        f"{has}; {needed} needs {describe(wanted, with_types=False)}: "
-        "every claim would fail with a ValidationException",
+        f"{has}; {needed} needs {describe(wanted, with_types=False)}: {consequence}",
         _key_fix(store, keys, types, layout),
     )
 
@@ -136,7 +141,7 @@ def _key_fix(store: DynamoDBStore, keys: dict[str, str], types: dict[str, str], 
     table_fix = (
         f"a key schema cannot be changed: create a table with partition key {store.names.pk} (S)"
         + (f" and sort key {store.sort_key_attr} (S)" if store.sort_key_attr else "")
-        + " (template.yaml's IdempotencyTable is one)"
+        + (" (template.yaml's IdempotencyTable is one)" if _is_templates(store) else "")
     )
     if hints:
         return (
@@ -144,6 +149,13 @@ def _key_fix(store: DynamoDBStore, keys: dict[str, str], types: dict[str, str], 
             f"(the same options in code). Otherwise {table_fix}"
         )
     return table_fix[0].upper() + table_fix[1:]
+
+
+def _is_templates(store: DynamoDBStore) -> bool:
+    """The template's table has the native layout's default key."""
+    from .._record import AttributeNames
+
+    return store.names.pk == AttributeNames().pk and store.sort_key_attr is None
 
 
 # -- time to live ----------------------------------------------------------------------------
