@@ -103,9 +103,11 @@ RETRYABLE_CODES = frozenset(
         "ServiceUnavailable",
         "TransactionConflictException",
         "TransactionInProgressException",
+        "ReplicatedWriteConflictException",
     }
 )
-"""Error codes after which the same request may succeed: throttling and DynamoDB's 5xx."""
+"""Error codes after which the same request may succeed: throttling, DynamoDB's 5xx, and a
+write of the same item from another Region of a strongly consistent global table."""
 RETRYABLE_CANCELLATIONS = frozenset(
     {
         "ThrottlingError",
