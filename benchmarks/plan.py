@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .storage import CASES as STORAGE_CASES
+from .storage import PLACEMENT_SIZES
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,8 @@ class Plan:
     layer_import_runs: int = 15
     build_layer_requirements: bool = True
     storage_cases: tuple[tuple[str, int], ...] = STORAGE_CASES
+    placement_sizes: tuple[int, ...] = PLACEMENT_SIZES
+    placement_calls: int = 60
     contention_callers: int = 64
     contention_trials: int = 5
     contention_work_seconds: float = 0.2
@@ -39,6 +42,8 @@ class Plan:
             layer_import_runs=1,
             build_layer_requirements=False,
             storage_cases=(("repetitive", 1024), ("random", 600 * 1024)),
+            placement_sizes=(2048,),
+            placement_calls=2,
             contention_callers=4,
             contention_trials=1,
             contention_work_seconds=0.05,

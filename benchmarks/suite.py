@@ -17,6 +17,7 @@ from . import (
     fingerprint,
     hot_key,
     latency,
+    placement,
     report,
     round_trips,
     storage,
@@ -34,6 +35,7 @@ SECTIONS = (
     "latency",
     "cold_start",
     "storage",
+    "placement",
     "fingerprint",
     "contention",
     "hot_key",
@@ -56,6 +58,22 @@ def _check_sections(only: Iterable[str]) -> set[str]:
     if unknown:
         raise ValueError(f"unknown sections: {', '.join(sorted(unknown))}")
     return wanted
+
+
+def _storage_sections(
+    plan: Plan, endpoint_url: str, wanted: set[str], log: Callable[[str], None]
+) -> dict[str, Section]:
+    """What results weigh and cost, and where a result is cheapest to keep."""
+    sections = {}
+    if "storage" in wanted:
+        log("storage and cost")
+        sections["storage"] = storage.section(storage.measure(endpoint_url, plan.storage_cases))
+    if "placement" in wanted:
+        log("where a result lives: in the record or in an item of its own")
+        sections["placement"] = placement.section(
+            placement.measure(endpoint_url, plan.placement_sizes, plan.placement_calls)
+        )
+    return sections
 
 
 def run(
@@ -117,9 +135,7 @@ def run(
                     install_requirements=plan.build_layer_requirements,
                 ),
             )
-        if "storage" in wanted:
-            log("storage and cost")
-            sections["storage"] = storage.section(storage.measure(endpoint_url, plan.storage_cases))
+        sections.update(_storage_sections(plan, endpoint_url, wanted, log))
         if "fingerprint" in wanted:
             log("fingerprinting hostile bodies")
             sections["fingerprint"] = fingerprint.section(

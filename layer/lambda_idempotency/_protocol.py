@@ -33,7 +33,7 @@ from ._errors import (
 from ._execution import Execution
 from ._log import emit
 from ._record import Record, ReplayInfo, Status
-from ._store import INLINE_RESULT_BYTES, DynamoDBStore
+from ._store import DynamoDBStore
 
 T = TypeVar("T")
 OnReplay = Callable[[Any, ReplayInfo], Any]
@@ -288,12 +288,13 @@ class Idempotency:
         completed_at = clock.now_ms()
         expiration = self._expiration(completed_at, None)
         blob = encoded.blob
+        inline_limit = store.inline_limit(pk, owner=owner, payload_hash=payload_hash)
         delay = COMPLETION_FIRST_BACKOFF_SECONDS
         maybe_landed = False
         while True:
             step = "chunks"
             try:
-                if len(blob) > INLINE_RESULT_BYTES:  # once: then blob is the chunks' pointer
+                if len(blob) > inline_limit:  # once: then blob is the chunks' pointer
                     blob = store.put_chunks(pk, owner=owner, result=blob, expiration_s=expiration)
                 step = "complete"
                 completed = store.complete(
