@@ -461,8 +461,13 @@ class Idempotency:
                 self._count("store_error", logging.ERROR, held.pk, step="wait", code=exc.code)
                 raise
             throttled = 0
-            if record is None or record.is_expired(now, skew) or record.status is Status.RELEASED:
+            if record is None or record.is_expired(now, skew):
                 return None
+            if record.status is Status.RELEASED:
+                if (record.lease_until or 0) <= now:
+                    return None
+                held = record  # released ahead of our clock: a claim is refused until then
+                continue
             self._check_payload(held.pk, record.payload_hash, payload_hash)
             if record.status is Status.COMPLETED:
                 return record

@@ -239,6 +239,24 @@ def test_a_waiter_polls_the_moment_the_holder_lease_lapses(moto_store: DynamoDBS
     assert len(runs) == 1
 
 
+def test_a_waiter_runs_the_moment_a_release_ahead_of_its_clock_frees_the_key(
+    moto_store: DynamoDBStore,
+) -> None:
+    """A tombstone released 1.5 s ahead of the waiter's clock frees the key when the waiter's
+    clock reaches it: the waiter polls then, claims and runs, not a poll interval later, and
+    sends no claim before (each would be refused, and cost a write)."""
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock)
+    pk = hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+    assert moto_store.release(pk, owner=HOLDER, now_ms=clock.now_ms() + 1_500)
+    trips = RoundTrips(moto_store.client)
+
+    assert handler(dict(EVENT), FakeContext(30_000, clock=clock)) == {"ran": 5}
+    assert clock.elapsed_ms == 1_500
+    assert len(runs) == 1
+    assert trips.take().count("PutItem") == 3  # the refused claim, the winning one, completion
+
+
 def test_a_throttled_poll_backs_off_and_the_wait_goes_on(
     moto_store: DynamoDBStore, caplog: Any
 ) -> None:
