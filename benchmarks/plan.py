@@ -22,6 +22,9 @@ class Plan:
     contention_callers: int = 64
     contention_trials: int = 5
     contention_work_seconds: float = 0.2
+    hot_key_callers: int = 64
+    hot_key_trials: int = 5
+    hot_key_work_seconds: tuple[float, ...] = (0.2, 1.0, 5.0)
     throughput_threads: tuple[int, ...] = (1, 4, 16)
     throughput_seconds: float = 1.5
     throughput_repeats: int = 3
@@ -44,6 +47,9 @@ class Plan:
             contention_callers=4,
             contention_trials=1,
             contention_work_seconds=0.05,
+            hot_key_callers=4,
+            hot_key_trials=1,
+            hot_key_work_seconds=(0.05,),
             throughput_threads=(1, 2),
             throughput_seconds=0.1,
             throughput_repeats=1,

@@ -15,6 +15,7 @@ from . import (
     contention,
     cpu,
     fingerprint,
+    hot_key,
     latency,
     placement,
     report,
@@ -37,6 +38,7 @@ SECTIONS = (
     "placement",
     "fingerprint",
     "contention",
+    "hot_key",
     "throughput",
 )
 REPORT_NAME = "benchmarks.md"
@@ -153,6 +155,8 @@ def run(
                 callers=plan.contention_callers,
                 work_seconds=plan.contention_work_seconds,
             )
+        if "hot_key" in wanted:
+            sections["hot_key"] = _hot_key(plan, endpoint_url, tables, log)
         if "throughput" in wanted:
             log("throughput")
             sections["throughput"] = throughput.section(
@@ -174,10 +178,9 @@ def run(
     figure = chart.plan(sections)
     if draw:
         chart.render(figure, out_dir / CHART_NAME)
-    ordered = [sections[name] for name in SECTIONS if name in sections]
     text = report.render(
         machine=machine,
-        sections=ordered,
+        sections=[sections[name] for name in SECTIONS if name in sections],
         chart_file=CHART_NAME if draw else None,
         command=command,
         wall_seconds=time.perf_counter() - started,
@@ -186,3 +189,19 @@ def run(
     path.write_text(text, encoding="utf-8")
     log(f"done in {time.perf_counter() - started:.0f} s")
     return path
+
+
+def _hot_key(
+    plan: Plan, endpoint_url: str, tables: dict[str, str], log: Callable[[str], None]
+) -> Section:
+    log("hot key")
+    return hot_key.section(
+        hot_key.measure(
+            endpoint_url,
+            tables,
+            callers=plan.hot_key_callers,
+            trials=plan.hot_key_trials,
+            work_seconds=plan.hot_key_work_seconds,
+        ),
+        callers=plan.hot_key_callers,
+    )

@@ -32,6 +32,7 @@ SECTION_TITLES = (
     "## Storage and cost",
     "## Fingerprinting hostile bodies",
     "## Contention",
+    "## Hot key",
     "## Throughput",
 )
 
