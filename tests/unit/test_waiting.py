@@ -172,6 +172,26 @@ def test_without_context_or_cap_a_waiter_waits_for_a_slow_holder(
     assert runs == []
 
 
+def test_without_context_or_cap_a_waiter_gives_up_after_lambdas_longest_timeout(
+    moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing says when the caller gives up: the waiter waits 15 minutes, no more, for a
+    holder that never finishes. Its 1,800 polls read the holder's unchanged record from
+    memory, so the test takes a second, not a minute of moto."""
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock)
+    pk = hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+    held = moto_store.get(pk)
+    monkeypatch.setattr(moto_store, "get", lambda key: held if key == pk else None)
+
+    with pytest.raises(InProgressError) as refused:
+        handler(dict(EVENT), None)
+
+    assert clock.elapsed_ms == 900_000
+    assert runs == []
+    assert refused.value.retry_after == -(-(HOUR_MS + 2_000 - 900_000) // 1000)
+
+
 def test_a_waiter_polls_with_a_gentle_backoff(moto_store: DynamoDBStore) -> None:
     """First poll within 50 ms, then growing by half each time, never past half a second:
     a waiter answers soon after the holder completes, at a bounded number of reads."""
