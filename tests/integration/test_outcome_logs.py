@@ -536,3 +536,64 @@ def test_chunks_that_cannot_be_written_are_logged_as_the_chunks_step(
             "code": "InternalServerError",
         },
     )
+
+
+def test_a_completion_that_landed_then_is_refused_as_a_conflict_is_confirmed_as_ours(
+    default_store: DynamoDBStore, caplog: Any, clock: FakeClock
+) -> None:
+    """The completion transaction commits with its answer lost, the next attempts fail, and
+    the one after is refused because the enlisted write's condition no longer holds (it
+    landed: DynamoDB has forgotten the token). The invocation reads the record back, finds
+    its own completion, and answers with the result: no conflict, no release, one run."""
+    handler, runs = handler_for(default_store, clock=clock)
+    pk, _ = handler.idempotency._identify(EVENT)
+    faults = FaultInjector(default_store.client)
+    faults.add(Fault("complete", "lost"))
+    faults.add(Fault("complete", "5xx", first=2, count=2))  # botocore's two retries
+    faults.add(Fault("complete", "conflict", first=4))  # our own retry
+
+    with caplog.at_level(logging.DEBUG, logger="lambda_idempotency"):
+        assert handler({**EVENT, "write": True}, FakeContext(3_000, clock=clock)) == {
+            "charged": 5
+        }
+
+    outcomes = [line["idempotency"] for _, line in lines(caplog)]
+    assert "completion_conflict" not in outcomes
+    assert outcomes[-1] == "executed"
+    record = default_store.get(pk)
+    assert record is not None and record.status.value == "COMPLETED"
+    faults.clear()
+    assert handler({**EVENT, "write": True}, None) == {"charged": 5}  # a replay
+    assert runs == [1]
+
+
+def test_a_completion_conflict_is_a_warning_and_releases_the_key_saying_why(
+    default_store: DynamoDBStore, caplog: Any
+) -> None:
+    """An enlisted write's condition fails: a WARNING names the key, the key is released
+    with the reason, and the caller's retry runs again."""
+    from lambda_idempotency import CompletionConflictError
+
+    handler, runs = handler_for(default_store)
+    pk, _ = handler.idempotency._identify(EVENT)
+    FaultInjector(default_store.client).add(Fault("complete", "conflict"))
+
+    with (
+        caplog.at_level(logging.INFO, logger="lambda_idempotency"),
+        pytest.raises(CompletionConflictError),
+    ):
+        handler({**EVENT, "write": True}, None)
+
+    assert lines(caplog)[-2:] == [
+        (logging.WARNING, {"idempotency": "completion_conflict", "key_hash": pk}),
+        (
+            logging.INFO,
+            {
+                "idempotency": "released",
+                "key_hash": pk,
+                "reason": "enlisted write condition failed",
+            },
+        ),
+    ]
+    assert handler({**EVENT, "write": True}, None) == {"charged": 5}
+    assert runs == [1, 1]
