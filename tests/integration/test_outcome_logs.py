@@ -553,9 +553,7 @@ def test_a_completion_that_landed_then_is_refused_as_a_conflict_is_confirmed_as_
     faults.add(Fault("complete", "conflict", first=4))  # our own retry
 
     with caplog.at_level(logging.DEBUG, logger="lambda_idempotency"):
-        assert handler({**EVENT, "write": True}, FakeContext(3_000, clock=clock)) == {
-            "charged": 5
-        }
+        assert handler({**EVENT, "write": True}, FakeContext(3_000, clock=clock)) == {"charged": 5}
 
     outcomes = [line["idempotency"] for _, line in lines(caplog)]
     assert "completion_conflict" not in outcomes
