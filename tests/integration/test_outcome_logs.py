@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -595,3 +596,51 @@ def test_a_completion_conflict_is_a_warning_and_releases_the_key_saying_why(
     ]
     assert handler({**EVENT, "write": True}, None) == {"charged": 5}
     assert runs == [1, 1]
+
+
+@pytest.mark.parametrize(("remaining_ms", "retries"), [(2_833, 5), (2_834, 6)])
+def test_completion_retries_stop_when_the_next_backoff_would_pass_the_time_to_answer(
+    default_store: DynamoDBStore,
+    caplog: Any,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    remaining_ms: int,
+    retries: int,
+) -> None:
+    """Every completion attempt fails (5xx): the invocation retries after 50 ms, doubling
+    to 1 s, as long as the next pause ends before the time it must answer by (its remaining
+    time less a tenth: 2,550 or 2,551 ms here), each retry a WARNING, then gives up with an
+    ERROR and answers. Jitter at its ceiling, so the pauses are exact."""
+    from lambda_idempotency import _protocol
+
+    monkeypatch.setattr(_protocol, "random", SimpleNamespace(uniform=lambda low, high: high))
+    handler, runs = handler_for(default_store, clock=clock)
+    pk, _ = handler.idempotency._identify(EVENT)
+    FaultInjector(default_store.client).add(Fault("complete", "5xx", count=10**6))
+
+    with caplog.at_level(logging.WARNING, logger="lambda_idempotency"):
+        assert handler(dict(EVENT), FakeContext(remaining_ms, clock=clock)) == {"charged": 5}
+
+    assert clock.slept == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0][:retries]
+    step = {"key_hash": pk, "step": "complete", "code": "InternalServerError"}
+    assert lines(caplog) == [
+        *[(logging.WARNING, {"idempotency": "completion_retry", **step})] * retries,
+        (logging.ERROR, {"idempotency": "completion_failed", **step}),
+    ]
+    assert runs == [1]
+
+
+def test_completion_backoff_is_jittered_between_half_and_all_of_each_step(
+    default_store: DynamoDBStore, clock: FakeClock
+) -> None:
+    """Retries of many invocations must not fall in step: each pause is drawn between half
+    and all of 50 ms, 100 ms, ... 1 s."""
+    handler, _ = handler_for(default_store, clock=clock)
+    FaultInjector(default_store.client).add(Fault("complete", "5xx", count=10**6))
+
+    handler(dict(EVENT), FakeContext(12_000, clock=clock))
+
+    ceilings = [min(0.05 * 2**n, 1.0) for n in range(len(clock.slept))]
+    assert len(clock.slept) >= 8
+    assert all(c / 2 <= s <= c for s, c in zip(clock.slept, ceilings, strict=True))
+    assert len(set(clock.slept)) > len(clock.slept) // 2  # drawn, not fixed
