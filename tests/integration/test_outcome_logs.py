@@ -644,3 +644,34 @@ def test_completion_backoff_is_jittered_between_half_and_all_of_each_step(
     assert len(clock.slept) >= 8
     assert all(c / 2 <= s <= c for s, c in zip(clock.slept, ceilings, strict=True))
     assert len(set(clock.slept)) > len(clock.slept) // 2  # drawn, not fixed
+
+
+def test_chunks_dynamodb_refuses_complete_the_key_with_a_marker_and_commit_the_writes(
+    default_store: DynamoDBStore,
+) -> None:
+    """A result too large to sit in its record, whose chunks DynamoDB will not take: the
+    effect has happened, so the key completes with the marker instead, the enlisted write
+    commits with it, and a retry gets the typed error rather than a second run."""
+    import os
+
+    big = {"blob": os.urandom(600_000).hex()}
+    runs: list[int] = []
+
+    @idempotent(store=default_store, key="order_id", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        runs.append(1)
+        current_execution().add_write(
+            {"Put": {"TableName": default_store.table_name, "Item": {"pk": {"S": "charge#1"}}}}
+        )
+        return big
+
+    FaultInjector(default_store.client).add(Fault("chunks", "refused", count=10**6))
+    assert handler(dict(EVENT), None) == big
+
+    with pytest.raises(ResultNotSerializableError):
+        handler(dict(EVENT), None)
+    assert runs == [1]
+    charge = default_store.client.get_item(
+        TableName=default_store.table_name, Key={"pk": {"S": "charge#1"}}, ConsistentRead=True
+    )
+    assert "Item" in charge
