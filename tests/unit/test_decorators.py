@@ -222,6 +222,45 @@ def test_100kb_json_result_is_stored_in_at_most_25kb(moto_store: DynamoDBStore) 
     assert len(stored) <= 25_000
 
 
+def stored_as(size: int) -> str:
+    """A string whose stored form (packed, compressed when that is smaller) is exactly
+    `size` bytes: random base64 text, cut to length."""
+    import base64
+    import random
+
+    from lambda_idempotency._encoding import encode
+
+    text = base64.b64encode(random.Random(13).randbytes(size)).decode()
+    low, high = 0, len(text)
+    while low < high:  # the shortest prefix stored in `size` bytes or more
+        middle = (low + high) // 2
+        if len(encode(text[:middle]).blob) < size:
+            low = middle + 1
+        else:
+            high = middle
+    assert len(encode(text[:low]).blob) == size
+    return text[:low]
+
+
+@pytest.mark.parametrize(("extra", "chunks"), [(0, 0), (1, 2)])
+def test_a_result_up_to_the_inline_limit_stays_in_its_record(
+    moto_store: DynamoDBStore, extra: int, chunks: int
+) -> None:
+    """A stored result of exactly 350,000 bytes stays in its record (one item, one read on
+    replay); a byte more goes to chunk items. Either way it replays as itself."""
+    from lambda_idempotency._store import INLINE_RESULT_BYTES
+
+    result = stored_as(INLINE_RESULT_BYTES + extra)
+
+    @idempotent(store=moto_store, key="id", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        return result
+
+    handler({"id": 1}, None)
+    assert len(items(moto_store)) == 1 + chunks
+    assert handler({"id": 1}, None) == result
+
+
 def test_store_result_policy_releases_unstored_results(moto_store: DynamoDBStore) -> None:
     runs: list[int] = []
 
