@@ -261,6 +261,29 @@ def test_a_result_up_to_the_inline_limit_stays_in_its_record(
     assert handler({"id": 1}, None) == result
 
 
+def test_a_zombies_large_result_never_replaces_the_new_owners(moto_store: DynamoDBStore) -> None:
+    """Our lease lapses mid-handler and a retry takes the key over, runs and stores its large
+    (chunked) result; then we finish and write our chunks too. Chunks are keyed by their
+    writer's claim, so ours land beside the new owner's, never over them: its result replays."""
+    import os
+
+    clock = FakeClock()
+    results = iter([{"blob": os.urandom(400_000).hex()} for _ in range(2)])
+    new_owners: list[Any] = []
+
+    @idempotent(store=moto_store, key="id", lease_seconds=1, clock=clock, cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        result = next(results)
+        if event.get("zombie"):
+            clock.advance(5)  # our lease lapses (skew included) and a retry takes over
+            new_owners.append(handler({"id": event["id"]}, None))
+        return result
+
+    zombie = handler({"id": 1, "zombie": True}, None)  # completes fenced out: lease lost
+    assert new_owners and zombie != new_owners[0]
+    assert handler({"id": 1}, None) == new_owners[0]  # the new owner's, from its chunks
+
+
 def test_store_result_policy_releases_unstored_results(moto_store: DynamoDBStore) -> None:
     runs: list[int] = []
 
