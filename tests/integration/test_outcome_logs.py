@@ -675,3 +675,87 @@ def test_chunks_dynamodb_refuses_complete_the_key_with_a_marker_and_commit_the_w
         TableName=default_store.table_name, Key={"pk": {"S": "charge#1"}}, ConsistentRead=True
     )
     assert "Item" in charge
+
+
+def test_a_request_without_its_key_is_refused_with_a_warning(
+    store: DynamoDBStore, caplog: Any
+) -> None:
+    """The key expression selects nothing: the handler does not run, the caller learns why,
+    and a WARNING says so (no key to hash)."""
+    from lambda_idempotency import KeyMissingError
+
+    handler, runs = handler_for(store)
+    with (
+        caplog.at_level(logging.DEBUG, logger="lambda_idempotency"),
+        pytest.raises(KeyMissingError) as missing,
+    ):
+        handler({"amount": 5}, None)
+
+    assert str(missing.value) == "the idempotency key expression selected nothing"
+    assert lines(caplog) == [(logging.WARNING, {"idempotency": "key_missing", "key_hash": None})]
+    assert runs == []
+
+
+def test_a_request_without_an_optional_key_runs_unprotected_with_a_warning(
+    store: DynamoDBStore, caplog: Any
+) -> None:
+    handler, runs = handler_for(store, key_required=False)
+    with caplog.at_level(logging.DEBUG, logger="lambda_idempotency"):
+        assert handler({"amount": 5}, None) == {"charged": 5}
+
+    assert lines(caplog) == [
+        (logging.WARNING, {"idempotency": "unprotected", "key_hash": None, "reason": "no key"})
+    ]
+    assert runs == [1]
+
+
+def test_a_request_without_its_scope_is_refused_with_an_error(
+    store: DynamoDBStore, caplog: Any
+) -> None:
+    """Running unscoped would let one tenant replay another's result: refused, and an ERROR
+    (a missing tenant is a bug in the caller or the authorizer)."""
+    from lambda_idempotency import ScopeMissingError
+
+    handler, runs = handler_for(store, scope="tenant")
+    with (
+        caplog.at_level(logging.DEBUG, logger="lambda_idempotency"),
+        pytest.raises(ScopeMissingError) as missing,
+    ):
+        handler(dict(EVENT), None)
+
+    assert str(missing.value) == "the scope expression selected nothing; refusing to run unscoped"
+    assert lines(caplog) == [(logging.ERROR, {"idempotency": "scope_missing", "key_hash": None})]
+    assert runs == []
+
+
+def test_a_takeover_of_a_lapsed_lease_is_a_warning_saying_how_long_ago_it_lapsed(
+    store: DynamoDBStore, caplog: Any, clock: FakeClock
+) -> None:
+    """A claim is routine (DEBUG); taking over a crashed or timed-out holder's key is not: a
+    WARNING with how long its lease had lapsed."""
+    handler, runs = handler_for(store, clock=clock, lease_seconds=1)
+    pk, payload_hash = handler.idempotency._identify(EVENT)
+    now = clock.now_ms()
+    won, _ = store.claim(
+        pk,
+        owner="crashed",
+        payload_hash=payload_hash,
+        now_ms=now,
+        lease_until_ms=now + 1_000,
+        expiration_s=now // 1000 + 3600,
+    )
+    assert won
+    clock.advance(3.5)  # lapsed 2.5 s ago: past the 2 s skew allowance
+
+    with caplog.at_level(logging.DEBUG, logger="lambda_idempotency"):
+        assert handler(dict(EVENT), None) == {"charged": 5}
+        assert handler({**EVENT, "order_id": "o-2"}, None) == {"charged": 5}
+
+    pk2, _ = handler.idempotency._identify({**EVENT, "order_id": "o-2"})
+    logged = lines(caplog)
+    assert logged[0] == (
+        logging.WARNING,
+        {"idempotency": "taken_over", "key_hash": pk, "lapsed_ms": 2_500},
+    )
+    assert (logging.DEBUG, {"idempotency": "claimed", "key_hash": pk2}) in logged
+    assert runs == [1, 1]
