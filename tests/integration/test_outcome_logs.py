@@ -759,3 +759,55 @@ def test_a_takeover_of_a_lapsed_lease_is_a_warning_saying_how_long_ago_it_lapsed
     )
     assert (logging.DEBUG, {"idempotency": "claimed", "key_hash": pk2}) in logged
     assert runs == [1, 1]
+
+
+@pytest.mark.parametrize("cache_size", [0, 16])
+def test_a_key_reused_with_another_payload_is_refused_with_a_warning(
+    store: DynamoDBStore, caplog: Any, cache_size: int
+) -> None:
+    """The same key with another payload is a client bug, never a replay of the first
+    answer: refused (naming the key), and a WARNING, whether the first result is in the
+    warm cache or only in the table."""
+    from lambda_idempotency import PayloadMismatchError
+
+    handler, runs = handler_for(store, cache_size=cache_size)
+    pk, _ = handler.idempotency._identify(EVENT)
+    handler(dict(EVENT), None)
+
+    with (
+        caplog.at_level(logging.DEBUG, logger="lambda_idempotency"),
+        pytest.raises(PayloadMismatchError) as refused,
+    ):
+        handler({**EVENT, "amount": 6}, None)
+
+    assert str(refused.value) == "this key was used with a different payload"
+    assert refused.value.key_hash == pk
+    assert (logging.WARNING, {"idempotency": "payload_mismatch", "key_hash": pk}) in lines(caplog)
+    assert runs == [1]
+
+
+@pytest.mark.parametrize(("expired_ago_ms", "outcome"), [(1_000, "taken_over"), (3_000, "claimed")])
+def test_a_claim_over_a_record_past_its_ttl_is_routine_only_past_the_skew(
+    store: DynamoDBStore, caplog: Any, clock: FakeClock, expired_ago_ms: int, outcome: str
+) -> None:
+    """DynamoDB deletes expired records late, so one past its TTL is as good as gone and
+    claiming its key is routine; but only once it is past even on a clock 2 s behind ours.
+    Before that its holder may still be running: a takeover, and a WARNING."""
+    handler, _ = handler_for(store, clock=clock)
+    pk, payload_hash = handler.idempotency._identify(EVENT)
+    now = clock.now_ms() // 1000 * 1000  # on a second: expiry is kept in whole seconds
+    clock.ms = now
+    won, _ = store.claim(
+        pk,
+        owner="crashed",
+        payload_hash=payload_hash,
+        now_ms=now - 10_000,
+        lease_until_ms=now - 5_000,
+        expiration_s=(now - expired_ago_ms) // 1000 - 1,
+    )
+    assert won
+
+    with caplog.at_level(logging.DEBUG, logger="lambda_idempotency"):
+        assert handler(dict(EVENT), None) == {"charged": 5}
+
+    assert lines(caplog)[0][1]["idempotency"] == outcome
