@@ -56,7 +56,10 @@ def _unique_names() -> Iterator[str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get(ENDPOINT):
-        from lambda_idempotency import testing
+        # The fixtures take table names from this generator; a mutant's process is forked
+        # from mutmut's, so without the pid every mutant would reuse the same names on the
+        # shared DynamoDB Local, fail on "preexisting table" and count as killed.
+        from lambda_idempotency._dev import testing
 
         testing._names = _unique_names()
 

@@ -811,3 +811,52 @@ def test_a_claim_over_a_record_past_its_ttl_is_routine_only_past_the_skew(
         assert handler(dict(EVENT), None) == {"charged": 5}
 
     assert lines(caplog)[0][1]["idempotency"] == outcome
+
+
+def test_a_claim_refused_by_a_record_nobody_can_read_gives_up_after_three_tries(
+    store: DynamoDBStore, caplog: Any
+) -> None:
+    """Every claim is refused, yet the record holding the key cannot be read (an endpoint
+    that ignores ReturnValuesOnConditionCheckFailure, a record deleted in between): after
+    three claims the caller gets a retryable StoreError, and an ERROR line; nothing runs."""
+    handler, runs = handler_for(store)
+    pk, payload_hash = handler.idempotency._identify(EVENT)
+    won, _ = store.claim(
+        pk,
+        owner="holder",
+        payload_hash=payload_hash,
+        now_ms=0,
+        lease_until_ms=2**41,
+        expiration_s=2**31,
+    )
+    assert won
+    faults = FaultInjector(store.client)
+    faults.add(Fault(frozenset({"claim", "get"}), "strip_item", count=10**6))
+
+    with (
+        caplog.at_level(logging.INFO, logger="lambda_idempotency"),
+        pytest.raises(StoreError) as failed,
+    ):
+        handler(dict(EVENT), None)
+
+    assert str(failed.value) == (
+        "DynamoDB refused the claim but the record holding the key could not be read, 3 times"
+    )
+    assert (failed.value.code, failed.value.key_hash, failed.value.retryable) == (
+        "ClaimRefusedRecordUnseen",
+        pk,
+        True,
+    )
+    assert faults.seen["claim"] == 3
+    assert lines(caplog) == [
+        (
+            logging.ERROR,
+            {
+                "idempotency": "store_error",
+                "key_hash": pk,
+                "step": "claim",
+                "code": "ClaimRefusedRecordUnseen",
+            },
+        )
+    ]
+    assert runs == []
