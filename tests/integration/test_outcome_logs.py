@@ -860,3 +860,53 @@ def test_a_claim_refused_by_a_record_nobody_can_read_gives_up_after_three_tries(
         )
     ]
     assert runs == []
+
+
+def test_a_result_the_policy_refuses_releases_the_key_saying_so(
+    store: DynamoDBStore, caplog: Any
+) -> None:
+    """`store_result` says no (an error response, say): the key is released, with the
+    policy as the reason, so the retry runs again."""
+    handler, runs = handler_for(store, store_result=lambda result: False)
+    pk, _ = handler.idempotency._identify(EVENT)
+
+    with caplog.at_level(logging.INFO, logger="lambda_idempotency"):
+        assert handler(dict(EVENT), None) == {"charged": 5}
+
+    assert lines(caplog) == [
+        (
+            logging.INFO,
+            {"idempotency": "released", "key_hash": pk, "reason": "result not stored by policy"},
+        )
+    ]
+    assert handler(dict(EVENT), None) == {"charged": 5}
+    assert runs == [1, 1]
+
+
+def test_a_result_that_cannot_be_stored_is_a_warning_naming_its_type(
+    store: DynamoDBStore, caplog: Any
+) -> None:
+    """The effect has happened but the result has no stored form: the key completes without
+    it, and a WARNING names the type (never the value)."""
+
+    class Receipt:
+        pass
+
+    @idempotent(store=store, key="order_id", namespace="orders", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        return Receipt()
+
+    pk, _ = handler.idempotency._identify(EVENT)
+    with caplog.at_level(logging.INFO, logger="lambda_idempotency"):
+        assert isinstance(handler(dict(EVENT), None), Receipt)
+
+    assert lines(caplog) == [
+        (
+            logging.WARNING,
+            {
+                "idempotency": "result_not_storable",
+                "key_hash": pk,
+                "problem": f"not_serializable: {Receipt.__qualname__}",
+            },
+        )
+    ]
