@@ -54,8 +54,10 @@ def test_disabled_calls_commit_their_writes_and_warn_once(
 
 @pytest.mark.parametrize(
     ("value", "disabled"),
-    [("1", True), ("true", True), ("True", True), ("yes", True), ("YES", True)]
-    + [("0", False), ("false", False), ("on", False), ("", False)],
+    [
+        *[(value, True) for value in ("1", "true", "True", "yes", "YES")],
+        *[(value, False) for value in ("0", "false", "on", "")],
+    ],
 )
 def test_idempotency_disabled_takes_1_true_or_yes_in_any_case(
     moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch, value: str, disabled: bool
