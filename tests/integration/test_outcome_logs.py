@@ -598,7 +598,7 @@ def test_a_completion_conflict_is_a_warning_and_releases_the_key_saying_why(
     assert runs == [1, 1]
 
 
-@pytest.mark.parametrize(("remaining_ms", "retries"), [(2_833, 5), (2_834, 6)])
+@pytest.mark.parametrize(("remaining_ms", "retries"), [(2_833, 5), (2_834, 6), (12_000, 14)])
 def test_completion_retries_stop_when_the_next_backoff_would_pass_the_time_to_answer(
     default_store: DynamoDBStore,
     caplog: Any,
@@ -609,8 +609,8 @@ def test_completion_retries_stop_when_the_next_backoff_would_pass_the_time_to_an
 ) -> None:
     """Every completion attempt fails (5xx): the invocation retries after 50 ms, doubling
     to 1 s, as long as the next pause ends before the time it must answer by (its remaining
-    time less a tenth: 2,550 or 2,551 ms here), each retry a WARNING, then gives up with an
-    ERROR and answers. Jitter at its ceiling, so the pauses are exact."""
+    time less a tenth: 2,550, 2,551 or 10,800 ms here), each retry a WARNING, then gives up
+    with an ERROR and answers. Jitter at its ceiling, so the pauses are exact."""
     from lambda_idempotency import _protocol
 
     monkeypatch.setattr(_protocol, "random", SimpleNamespace(uniform=lambda low, high: high))
@@ -621,7 +621,7 @@ def test_completion_retries_stop_when_the_next_backoff_would_pass_the_time_to_an
     with caplog.at_level(logging.WARNING, logger="lambda_idempotency"):
         assert handler(dict(EVENT), FakeContext(remaining_ms, clock=clock)) == {"charged": 5}
 
-    assert clock.slept == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0][:retries]
+    assert clock.slept == [0.05, 0.1, 0.2, 0.4, 0.8, *[1.0] * (retries - 5)]
     step = {"key_hash": pk, "step": "complete", "code": "InternalServerError"}
     assert lines(caplog) == [
         *[(logging.WARNING, {"idempotency": "completion_retry", **step})] * retries,
@@ -910,3 +910,35 @@ def test_a_result_that_cannot_be_stored_is_a_warning_naming_its_type(
             },
         )
     ]
+
+
+@pytest.mark.parametrize(
+    ("lease_seconds", "handler_ms", "retries"),
+    [
+        (60, 450, 11),  # 10 s less a tenth, from the claim: the handler took 450 ms of it
+        (3, 0, 6),  # a lease under 10 s bounds it instead: 3 s less 300 ms
+    ],
+)
+def test_without_a_context_completion_retries_for_ten_seconds_at_most(
+    default_store: DynamoDBStore,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    lease_seconds: int,
+    handler_ms: int,
+    retries: int,
+) -> None:
+    """Outside Lambda nothing says when the caller gives up: completion keeps trying for
+    10 s from the claim (or the lease, if shorter), less a tenth to answer in. Jitter at
+    its ceiling, so the pauses are exact."""
+    from lambda_idempotency import _protocol
+
+    monkeypatch.setattr(_protocol, "random", SimpleNamespace(uniform=lambda low, high: high))
+
+    @idempotent(store=default_store, key="order_id", clock=clock, lease_seconds=lease_seconds)
+    def handler(event: dict[str, Any], context: Any) -> str:
+        clock.advance(handler_ms / 1000)
+        return "charged"
+
+    FaultInjector(default_store.client).add(Fault("complete", "5xx", count=10**6))
+    assert handler(dict(EVENT), None) == "charged"
+    assert clock.slept == [0.05, 0.1, 0.2, 0.4, 0.8, *[1.0] * (retries - 5)]
