@@ -284,6 +284,45 @@ def test_a_zombies_large_result_never_replaces_the_new_owners(moto_store: Dynamo
     assert handler({"id": 1}, None) == new_owners[0]  # the new owner's, from its chunks
 
 
+@pytest.mark.parametrize(
+    ("lease_seconds", "remaining_ms", "ttl_seconds", "lease_ms", "ttl_s"),
+    [
+        (30, None, 3600, 30_000, 3600),  # lease_seconds
+        (None, 20_000, 3600, 20_000, 3600),  # else the invocation's remaining time
+        (None, None, 3600, 900_000, 3600),  # else Lambda's longest timeout
+        (30, None, 10, 30_000, 32),  # a TTL shorter than the lease ends a second past it
+    ],
+)
+def test_a_claim_holds_its_key_for_its_lease_and_never_expires_before_it(
+    moto_store: DynamoDBStore,
+    lease_seconds: int | None,
+    remaining_ms: int | None,
+    ttl_seconds: int,
+    lease_ms: int,
+    ttl_s: int,
+) -> None:
+    """A record that expired while its handler still ran would let a second claim in."""
+    start_ms = 1_800_000_000_500
+    clock = FakeClock(start_ms)
+    held: list[Any] = []
+
+    @idempotent(
+        store=moto_store,
+        key="id",
+        clock=clock,
+        lease_seconds=lease_seconds,
+        ttl_seconds=ttl_seconds,
+    )
+    def handler(event: dict[str, Any], context: Any) -> str:
+        pk, _ = handler.idempotency._identify(event)
+        held.append(moto_store.get(pk))
+        return "ok"
+
+    handler({"id": 1}, None if remaining_ms is None else FakeContext(remaining_ms, clock=clock))
+    assert held[0].lease_until == start_ms + lease_ms
+    assert held[0].expiration == start_ms // 1000 + ttl_s
+
+
 def test_store_result_policy_releases_unstored_results(moto_store: DynamoDBStore) -> None:
     runs: list[int] = []
 
