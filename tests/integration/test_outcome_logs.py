@@ -942,3 +942,38 @@ def test_without_a_context_completion_retries_for_ten_seconds_at_most(
     FaultInjector(default_store.client).add(Fault("complete", "5xx", count=10**6))
     assert handler(dict(EVENT), None) == "charged"
     assert clock.slept == [0.05, 0.1, 0.2, 0.4, 0.8, *[1.0] * (retries - 5)]
+
+
+def test_a_claim_that_may_have_landed_unanswered_is_released_on_the_way_out(
+    default_store: DynamoDBStore, caplog: Any
+) -> None:
+    """The claim lands but its answer is lost, and botocore's retries fail: the handler
+    does not run (fail closed), and the claim that may be there is released, fenced on our
+    token, so the caller's retry runs now instead of after the whole lease."""
+    handler, runs = handler_for(default_store)
+    pk, _ = handler.idempotency._identify(EVENT)
+    faults = FaultInjector(default_store.client)
+    faults.add(Fault("claim", "lost"))
+    faults.add(Fault("claim", "5xx", first=2, count=2))
+
+    with (
+        caplog.at_level(logging.INFO, logger="lambda_idempotency"),
+        pytest.raises(StoreError),
+    ):
+        handler(dict(EVENT), None)
+
+    assert lines(caplog) == [
+        (
+            logging.ERROR,
+            {
+                "idempotency": "store_error",
+                "key_hash": pk,
+                "step": "claim",
+                "code": "InternalServerError",
+            },
+        ),
+        (logging.INFO, {"idempotency": "released", "key_hash": pk, "reason": "claim failed"}),
+    ]
+    faults.clear()
+    assert handler(dict(EVENT), None) == {"charged": 5}
+    assert runs == [1]
