@@ -409,7 +409,7 @@ def test_retry_after_is_when_the_holder_lease_lapses_on_every_clock(
 
     assert refused.value.retry_after == retry_after
     assert refused.value.key_hash == pk
-    assert "another invocation is running" in str(refused.value)
+    assert str(refused.value) == "another invocation is running with this key"
 
 
 def test_retry_after_for_a_holder_without_a_lease_is_its_expiration(
