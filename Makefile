@@ -70,10 +70,12 @@ bench: setup $(BIN)/.bench-installed
 	$(BIN)/python -m benchmarks --out docs
 
 ## Mutation testing (mutmut) of the modules the failure promises live in, on the fast tests;
-## MODULE=_cache for one module. Long: see docs/testing.md. Results stay in mutants/.
+## MODULE=_cache for one module; JOBS=1 for one mutant at a time on a shared machine. Long:
+## see docs/testing.md. Results stay in mutants/.
 MODULE ?=
+JOBS ?=
 mutate: setup
-	$(BIN)/python -m tests.mutation $(MODULE)
+	$(BIN)/python -m tests.mutation $(if $(JOBS),--max-children $(JOBS)) $(MODULE)
 
 ## The reliability suite's long trials (faults injected on DynamoDB Local, 100 trials per
 ## scenario; tests/reliability runs a few of each in CI): writes docs/reliability.md.

@@ -65,7 +65,10 @@ def _unique_names() -> Iterator[str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get(ENDPOINT):
-        from lambda_idempotency import testing
+        # The fixtures take table names from this generator; a mutant's process is forked
+        # from mutmut's, so without the pid every mutant would reuse the same names on the
+        # shared DynamoDB Local, fail on "preexisting table" and count as killed.
+        from lambda_idempotency._dev import testing
 
         testing._names = _unique_names()
 
@@ -130,18 +133,48 @@ def _mutmut() -> str:
     return str(Path(sys.executable).with_name("mutmut"))
 
 
+def refresh_copies() -> list[str]:
+    """mutmut copies a module it does not mutate into mutants/ once and never again, so a run
+    after a change elsewhere in the package (say `_decorators`) would test the old one: drop
+    the copies that differ from the source, for mutmut to copy afresh."""
+    source = ROOT / "layer" / "lambda_idempotency"
+    copies = ROOT / "mutants" / "src" / "lambda_idempotency"
+    mutated = {name.rsplit("/", 1)[-1] for name in _only_mutate()}
+    dropped = []
+    for copy in sorted(copies.rglob("*.py")) if copies.is_dir() else []:
+        original = source / copy.relative_to(copies)
+        if copy.name in mutated and copy.parent == copies:
+            continue
+        if not original.is_file() or original.read_bytes() != copy.read_bytes():
+            copy.unlink()
+            dropped.append(str(copy.relative_to(copies)))
+    return dropped
+
+
+def _only_mutate() -> list[str]:
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return list(config["tool"]["mutmut"]["only_mutate"])
+
+
 def main(argv: list[str]) -> int:
     from lambda_idempotency._dev.dynamodb_local import DynamoDBLocal
 
+    options = []
+    if argv[:1] == ["--max-children"]:  # e.g. 1 on a machine shared with other work
+        options, argv = argv[:2], argv[2:]
     module = argv[0] if argv else None
     names = argv[1:]  # given mutants only, e.g. the survivors of a run, after new tests
     link = ROOT / "src"
     if not link.exists():
         link.symlink_to("layer", target_is_directory=True)
+    if dropped := refresh_copies():
+        print(f"copied afresh into mutants/: {', '.join(dropped)}")
     started = time.monotonic()
     with DynamoDBLocal() as local:
         env = {**os.environ, ENDPOINT: local.endpoint_url}
-        command = [_mutmut(), "run", *(names or mutant_patterns(module))]
+        command = [_mutmut(), "run", *options, *(names or mutant_patterns(module))]
         run = subprocess.run(command, check=False, cwd=ROOT, env=env)
     minutes = (time.monotonic() - started) / 60
     statuses = results(mutant_patterns(module))

@@ -19,6 +19,9 @@ A `Fault` names a call, the occurrences it hits and what happens to them:
     5xx         a synthetic 500 InternalServerError
     refused     a synthetic 400 ValidationException: DynamoDB will not take this request, ever
                 (an item past 400 KB, a permission missing); not retried
+    conflict    a synthetic 400 TransactionCanceledException, the enlisted write's condition
+                failed: what DynamoDB answers a repeat of a transaction that landed once its
+                ClientRequestToken is forgotten (after 10 minutes)
     capture     sent as usual, and a copy kept to be delivered again later (`deliver`): a
                 delayed duplicate of the request, arriving when the test chooses
     strip_item  sent for real, and `Item` removed from the answer (an endpoint that ignores
@@ -60,7 +63,12 @@ _ERRORS = {
     ),
     "InternalServerError": (500, "com.amazonaws.dynamodb.v20120810#InternalServerError"),
     "ValidationException": (400, "com.amazon.coral.validate#ValidationException"),
+    "TransactionCanceledException": (
+        400,
+        "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+    ),
 }
+_CANCELLATION_REASONS = [{"Code": "None"}, {"Code": "ConditionalCheckFailed"}]
 
 
 @dataclass
@@ -164,6 +172,8 @@ class FaultInjector:
                 return _error_response(url, "InternalServerError")
             case "refused":
                 return _error_response(url, "ValidationException")
+            case "conflict":
+                return _error_response(url, "TransactionCanceledException")
             case "capture":
                 self.captured.append(Captured(call, request.method, url, headers, body))
                 return None
@@ -226,7 +236,10 @@ def _statuses(body: dict[str, Any]) -> set[str]:
 
 def _error_response(url: str, code: str) -> AWSResponse:
     status, error_type = _ERRORS[code]
-    body = json.dumps({"__type": error_type, "message": "injected by the reliability suite"})
+    error: dict[str, Any] = {"__type": error_type, "message": "injected by the reliability suite"}
+    if code == "TransactionCanceledException":
+        error["CancellationReasons"] = _CANCELLATION_REASONS
+    body = json.dumps(error)
     return _response(url, status, body.encode(), {})
 
 

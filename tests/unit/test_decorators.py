@@ -222,6 +222,118 @@ def test_100kb_json_result_is_stored_in_at_most_25kb(moto_store: DynamoDBStore) 
     assert len(stored) <= 25_000
 
 
+def stored_as(size: int) -> str:
+    """A string whose stored form (packed, compressed when that is smaller) is exactly
+    `size` bytes: random base64 text, cut to length."""
+    import base64
+    import random
+
+    from lambda_idempotency._encoding import encode
+
+    text = base64.b64encode(random.Random(13).randbytes(size)).decode()
+    low, high = 0, len(text)
+    while low < high:  # the shortest prefix stored in `size` bytes or more
+        middle = (low + high) // 2
+        if len(encode(text[:middle]).blob) < size:
+            low = middle + 1
+        else:
+            high = middle
+    assert len(encode(text[:low]).blob) == size
+    return text[:low]
+
+
+@pytest.mark.parametrize(("extra", "own_items"), [(0, 0), (1, 1)])
+def test_a_result_that_fits_a_1_kb_record_stays_in_it(
+    moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch, extra: int, own_items: int
+) -> None:
+    """A stored result of exactly the room a 1 KB record leaves stays in its record (one item,
+    replayed from the refused claim); a byte more goes to an item of its own. Either way it
+    replays as itself."""
+    limits: list[int] = []
+    inline_limit = moto_store.inline_limit
+
+    def spied(pk: str, **options: Any) -> int:
+        limits.append(inline_limit(pk, **options))
+        return limits[-1]
+
+    monkeypatch.setattr(moto_store, "inline_limit", spied)
+    results: dict[int, Any] = {0: "a probe: every key of this handler has the same room"}
+
+    @idempotent(store=moto_store, key="id", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        return results[event["id"]]
+
+    handler({"id": 0}, None)
+    assert 600 < limits[0] < 1024
+    results[1] = stored_as(limits[0] + extra)
+    handler({"id": 1}, None)
+
+    assert len(items(moto_store)) == 2 + own_items
+    assert handler({"id": 1}, None) == results[1]
+
+
+def test_a_zombies_large_result_never_replaces_the_new_owners(moto_store: DynamoDBStore) -> None:
+    """Our lease lapses mid-handler and a retry takes the key over, runs and stores its large
+    (chunked) result; then we finish and write our chunks too. Chunks are keyed by their
+    writer's claim, so ours land beside the new owner's, never over them: its result replays."""
+    import os
+
+    clock = FakeClock()
+    results = iter([{"blob": os.urandom(400_000).hex()} for _ in range(2)])
+    new_owners: list[Any] = []
+
+    @idempotent(store=moto_store, key="id", lease_seconds=1, clock=clock, cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        result = next(results)
+        if event.get("zombie"):
+            clock.advance(5)  # our lease lapses (skew included) and a retry takes over
+            new_owners.append(handler({"id": event["id"]}, None))
+        return result
+
+    zombie = handler({"id": 1, "zombie": True}, None)  # completes fenced out: lease lost
+    assert new_owners and zombie != new_owners[0]
+    assert handler({"id": 1}, None) == new_owners[0]  # the new owner's, from its chunks
+
+
+@pytest.mark.parametrize(
+    ("lease_seconds", "remaining_ms", "ttl_seconds", "lease_ms", "ttl_s"),
+    [
+        (30, None, 3600, 30_000, 3600),  # lease_seconds
+        (None, 20_000, 3600, 20_000, 3600),  # else the invocation's remaining time
+        (None, None, 3600, 900_000, 3600),  # else Lambda's longest timeout
+        (30, None, 10, 30_000, 32),  # a TTL shorter than the lease ends a second past it
+    ],
+)
+def test_a_claim_holds_its_key_for_its_lease_and_never_expires_before_it(
+    moto_store: DynamoDBStore,
+    lease_seconds: int | None,
+    remaining_ms: int | None,
+    ttl_seconds: int,
+    lease_ms: int,
+    ttl_s: int,
+) -> None:
+    """A record that expired while its handler still ran would let a second claim in."""
+    start_ms = 1_800_000_000_500
+    clock = FakeClock(start_ms)
+    held: list[Any] = []
+
+    @idempotent(
+        store=moto_store,
+        key="id",
+        clock=clock,
+        lease_seconds=lease_seconds,
+        ttl_seconds=ttl_seconds,
+    )
+    def handler(event: dict[str, Any], context: Any) -> str:
+        pk, _ = handler.idempotency._identify(event)
+        held.append(moto_store.get(pk))
+        return "ok"
+
+    handler({"id": 1}, None if remaining_ms is None else FakeContext(remaining_ms, clock=clock))
+    assert held[0].lease_until == start_ms + lease_ms
+    assert held[0].expiration == start_ms // 1000 + ttl_s
+
+
 def test_store_result_policy_releases_unstored_results(moto_store: DynamoDBStore) -> None:
     runs: list[int] = []
 

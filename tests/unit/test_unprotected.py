@@ -50,3 +50,31 @@ def test_disabled_calls_commit_their_writes_and_warn_once(
     assert charged(moto_store, "charge#1") and charged(moto_store, "charge#2")
     assert [w.category for w in caught] == [RuntimeWarning]
     assert "without protection" in str(caught[0].message)
+
+
+@pytest.mark.parametrize(
+    ("value", "disabled"),
+    [
+        *[(value, True) for value in ("1", "true", "True", "yes", "YES")],
+        *[(value, False) for value in ("0", "false", "on", "")],
+    ],
+)
+def test_idempotency_disabled_takes_1_true_or_yes_in_any_case(
+    moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch, value: str, disabled: bool
+) -> None:
+    """Anything else keeps the protection: a typo must not turn it off in production."""
+    monkeypatch.setenv("IDEMPOTENCY_DISABLED", value)
+    runs: list[int] = []
+
+    @idempotent(store=moto_store, key="order_id")
+    def handler(event: dict[str, Any], context: Any) -> int:
+        runs.append(1)
+        return len(runs)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        handler({"order_id": "o-1"}, None)
+        handler({"order_id": "o-1"}, None)
+
+    assert runs == ([1, 1] if disabled else [1])
+    assert len(caught) == (1 if disabled else 0)

@@ -173,6 +173,26 @@ def test_without_context_or_cap_a_waiter_waits_for_a_slow_holder(
     assert runs == []
 
 
+def test_without_context_or_cap_a_waiter_gives_up_after_lambdas_longest_timeout(
+    moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing says when the caller gives up: the waiter waits 15 minutes, no more, for a
+    holder that never finishes. Its thousands of polls read the holder's unchanged record
+    from memory, so the test takes a second, not a minute of moto."""
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock)
+    pk = hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+    held = moto_store.get(pk)
+    monkeypatch.setattr(moto_store, "get", lambda key: held if key == pk else None)
+
+    with pytest.raises(InProgressError) as refused:
+        handler(dict(EVENT), None)
+
+    assert clock.elapsed_ms == 900_000
+    assert runs == []
+    assert refused.value.retry_after == -(-(HOUR_MS + 2_000 - 900_000) // 1000)
+
+
 def test_a_waiter_polls_at_a_quarter_of_the_holder_age(moto_store: DynamoDBStore) -> None:
     """Polls 100 ms apart at most while the holder is young, then a quarter of the time the
     holder has run, up to half a second apart, each drawn from half to all of that: a waiter
@@ -492,7 +512,7 @@ def test_retry_after_is_when_the_holder_lease_lapses_on_every_clock(
 
     assert refused.value.retry_after == retry_after
     assert refused.value.key_hash == pk
-    assert "another invocation is running" in str(refused.value)
+    assert str(refused.value) == "another invocation is running with this key"
 
 
 def test_retry_after_for_a_holder_without_a_lease_is_its_expiration(
