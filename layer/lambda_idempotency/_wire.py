@@ -20,6 +20,7 @@ call as usual.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import types
@@ -216,6 +217,11 @@ class FastWire:
         if not self.usable(method):
             result: dict[str, Any] = getattr(self.client, method)(**params)
             return result
+        with _request_context():
+            response: dict[str, Any] = self._call_lean(method, params)
+        return response
+
+    def _call_lean(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         plan = self._plans[method]
         assert plan is not None
         if plan.token_member is not None and plan.token_member not in params:
@@ -225,7 +231,7 @@ class FastWire:
             resolved = self._resolved_endpoint(plan, params)
         except CannotHonourError:
             self._plans[method] = None
-            result = getattr(self.client, method)(**params)
+            result: dict[str, Any] = getattr(self.client, method)(**params)
             return result
         context = {**plan.context, **resolved.context()}
         headers = dict(plan.headers)
@@ -335,8 +341,11 @@ class FastWire:
         read the table names (account-based endpoints from a table ARN)."""
         key = (plan.name, plan.tables(params))
         resolved = self._endpoints.get(key)
-        if resolved is None:
+        if resolved is not None:
+            _register_features(resolved.features)
+        else:
             context = dict(plan.context)
+            features_before = _features()
             url, headers, properties = self._resolve(plan.operation_model, params, context)
             if properties:
                 context["endpoint_properties"] = properties
@@ -351,17 +360,25 @@ class FastWire:
                 headers=dict(headers or {}),
                 signature_version=signature_version,
                 extra={k: v for k, v in context.items() if plan.context.get(k) is not v},
+                features=_features() - features_before,
             )
             self._endpoints[key] = resolved
         return resolved
 
 
 class _ResolvedEndpoint:
-    __slots__ = ("extra", "headers", "signature_version", "url")
+    __slots__ = ("extra", "features", "headers", "signature_version", "url")
 
     def __init__(
-        self, *, url: str, headers: dict[str, str], signature_version: str, extra: dict[str, Any]
+        self,
+        *,
+        url: str,
+        headers: dict[str, str],
+        signature_version: str,
+        extra: dict[str, Any],
+        features: set[str],
     ) -> None:
+        self.features = features
         self.url = url
         self.headers = headers
         self.signature_version = signature_version
@@ -490,6 +507,35 @@ def _signing_request_class() -> type:
             return self.data
 
     return SigningRequest
+
+
+def _request_context() -> Any:
+    """botocore's per-call context (what `_make_api_call` runs in): the user agent lists the
+    features each call used. Older botocore has none."""
+    try:
+        from botocore.context import start_as_current_context
+    except ImportError:  # pragma: no cover - botocore before 1.36
+        return contextlib.nullcontext()
+    return start_as_current_context()
+
+
+def _features() -> set[str]:
+    try:
+        from botocore.context import get_context
+    except ImportError:  # pragma: no cover - botocore before 1.36
+        return set()
+    context = get_context()
+    return set() if context is None else set(context.features)
+
+
+def _register_features(features: set[str]) -> None:
+    """The features the cached endpoint resolution registered when it ran, for this call."""
+    if features:
+        from botocore.context import get_context
+
+        context = get_context()
+        if context is not None:
+            context.features.update(features)
 
 
 def _add_recursion_detection_header(headers: dict[str, str]) -> None:
