@@ -38,6 +38,9 @@ OPERATIONS = {
 }
 """The requests the protocol makes; the operators' scan and delete go through the client."""
 
+ENDPOINT_METHODS = ("make_request", "create_request", "prepare_request", "_send")
+"""botocore's Endpoint methods a tracer may wrap (X-Ray wraps prepare_request to add its
+trace header): wrapped, the client makes the call."""
 SIGNER = "botocore.signers.RequestSigner.handler"
 SKIPPED_EVENTS = {
     "provide-client-params": frozenset(),
@@ -117,7 +120,6 @@ class FastWire:
             self._choose_signer = self._signer._choose_signer
             self._signing_name = self._signer._signing_name
             self._region_name = self._signer._region_name
-            self._http_session = self._endpoint.http_session
             self._parser = self._endpoint._response_parser_factory.create_parser("json")
             for private in (
                 "_update_retries_context",
@@ -142,8 +144,14 @@ class FastWire:
             raise CannotHonourError(f"protocol {protocol}")
         self.client = client
         self._service_id = model.service_id.hyphenize()
-        self._make_api_call = _botocore_function(botocore.client.BaseClient, "_make_api_call")
-        self._make_request = _botocore_function(botocore.client.BaseClient, "_make_request")
+        self._own_methods = [
+            (cls, name, _botocore_function(cls, name))
+            for cls, names in (
+                (botocore.client.BaseClient, ("_make_api_call", "_make_request")),
+                (type(self._endpoint), ENDPOINT_METHODS),
+            )
+            for name in names
+        ]
         self._plans: dict[str, _Plan | None] = {}
         self._endpoints: dict[tuple[str, tuple[str, ...]], _ResolvedEndpoint] = {}
         self._checked_cache: object = None
@@ -184,11 +192,13 @@ class FastWire:
         client = self.client
         if method in client.__dict__:
             return False  # a method replaced on this client (a mock, a wrapper)
-        cls: Any = type(client)
-        if cls._make_api_call is not self._make_api_call or (
-            cls._make_request is not self._make_request
-        ):
-            return False  # patched for tracing: let the patch see the call
+        if client._endpoint is not self._endpoint:
+            return False
+        for cls, name, function in self._own_methods:
+            if getattr(cls, name) is not function:
+                return False  # patched for tracing (X-Ray, OpenTelemetry): the patch sees it
+        if type(client)._make_api_call is not self._own_methods[0][2]:
+            return False  # overridden in a subclass of the client
         cache = getattr(self._emitter, "_lookup_cache", None)
         if cache is None:
             return False
@@ -325,7 +335,7 @@ class FastWire:
         try:
             responses = self._events.emit(plan.send_event, request=prepared)
             http = next((response for response in responses if response[1] is not None), None)
-            http = self._http_session.send(prepared) if http is None else http[1]
+            http = self._endpoint.http_session.send(prepared) if http is None else http[1]
         except Exception as exc:
             return None, exc
         response_dict = self._convert_to_response_dict(http, plan.operation_model)
@@ -558,10 +568,11 @@ def _untyped(value: Any) -> Any:
 
 
 def _botocore_function(cls: type, name: str) -> object:
-    """botocore's own method, or a sentinel no class attribute can be when it was wrapped
-    (X-Ray and OpenTelemetry patch `BaseClient._make_api_call` with wrapt proxies)."""
+    """botocore's own method; CannotHonourError when it is wrapped already (X-Ray and
+    OpenTelemetry patch botocore's methods with wrapt proxies, which are no functions)."""
     function = cls.__dict__.get(name)
-    if type(function) is not types.FunctionType or function.__module__ != "botocore.client":
+    module = getattr(function, "__module__", "")
+    if type(function) is not types.FunctionType or not module.startswith("botocore."):
         raise CannotHonourError(f"{name} is patched")
     return function
 

@@ -19,7 +19,9 @@ from typing import Any
 import boto3
 import botocore
 import botocore.client
+import botocore.endpoint
 import pytest
+import wrapt
 from botocore.config import Config
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 from botocore.stub import Stubber
@@ -405,6 +407,32 @@ def test_a_patched_make_api_call_sees_every_call(monkeypatch: pytest.MonkeyPatch
     assert fast_wire(client) is client  # patched before the store's first call: no wire
 
 
+@pytest.mark.parametrize(
+    ("owner", "method"),
+    [
+        (botocore.client.BaseClient, "_make_api_call"),
+        (botocore.endpoint.Endpoint, "prepare_request"),
+    ],
+)
+def test_a_tracer_wrapping_botocore_like_xray_sees_every_call(
+    monkeypatch: pytest.MonkeyPatch, owner: type, method: str
+) -> None:
+    """aws_xray_sdk's patch wraps both with wrapt (and cannot be undone in a test run)."""
+    seen: list[str] = []
+
+    def traced(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        seen.append(method)
+        return wrapped(*args, **kwargs)
+
+    client = our_client()
+    wire = FastWire(client)
+    monkeypatch.setattr(owner, method, wrapt.FunctionWrapper(owner.__dict__[method], traced))
+    assert not wire.usable("put_item")
+    sent(client, wire, CALLS[0], [answer()])
+    assert seen == [method]
+    assert not isinstance(fast_wire(our_client()), FastWire)  # wrapped before first use
+
+
 def test_a_method_replaced_on_the_client_gets_the_call() -> None:
     client = our_client()
     wire = FastWire(client)
@@ -423,3 +451,9 @@ def test_fast_wire_false_sends_every_call_through_the_client() -> None:
     off = DynamoDBStore("idempotency", client=client, fast_wire=False)
     assert isinstance(on._caller(), FastWire)
     assert off._caller() is client
+
+
+def test_endpoint_discovery_sends_the_calls_through_the_client() -> None:
+    client = plain_client(config=Config(endpoint_discovery_enabled=True))
+    assert not FastWire(client).usable("put_item")
+    assert FastWire(plain_client()).usable("put_item")
