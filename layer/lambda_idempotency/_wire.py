@@ -130,12 +130,9 @@ class FastWire:
                 getattr(self._endpoint, private)
         except AttributeError as exc:
             raise CannotHonourError(f"botocore without {exc.name}") from exc
-        from botocore.awsrequest import AWSPreparedRequest, HeadersDict
         from botocore.endpoint import convert_to_response_dict
 
         self._AWSRequest = _signing_request_class()
-        self._AWSPreparedRequest = AWSPreparedRequest
-        self._HeadersDict = HeadersDict
         self._convert_to_response_dict = convert_to_response_dict
         if getattr(self._config, "auth_scheme_preference", None):
             raise CannotHonourError("an auth scheme preference")
@@ -321,17 +318,7 @@ class FastWire:
         for handler in self._created_handlers[plan.name]:
             handler(request=request, operation_name=plan.name, event_name=plan.created_event)
         self._endpoint._encode_headers(request.headers)
-        headers = self._HeadersDict(request.headers.items())
-        if "Content-Length" not in headers and "Transfer-Encoding" not in headers:
-            headers["Content-Length"] = str(len(request.data))
-        prepared = self._AWSPreparedRequest(
-            request.method,
-            request.url,
-            headers,  # type: ignore[arg-type]  # what botocore's own preparer passes
-            request.data,
-            False,
-            request.context,
-        )
+        prepared = request.prepare()  # Endpoint.prepare_request, without its hooks
         try:
             responses = self._events.emit(plan.send_event, request=prepared)
             http = next((response for response in responses if response[1] is not None), None)
