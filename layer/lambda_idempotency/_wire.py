@@ -29,6 +29,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
+try:
+    import botocore.context as _botocore_context
+except ImportError:  # pragma: no cover - botocore before 1.36
+    _botocore_context = None  # type: ignore[assignment]
+
 OPERATIONS = {
     "put_item": "PutItem",
     "get_item": "GetItem",
@@ -509,30 +514,21 @@ def _signing_request_class() -> type:
 def _request_context() -> Any:
     """botocore's per-call context (what `_make_api_call` runs in): the user agent lists the
     features each call used. Older botocore has none."""
-    try:
-        from botocore.context import start_as_current_context
-    except ImportError:  # pragma: no cover - botocore before 1.36
+    if _botocore_context is None:
         return contextlib.nullcontext()
-    return start_as_current_context()
+    return _botocore_context.start_as_current_context()
 
 
 def _features() -> set[str]:
-    try:
-        from botocore.context import get_context
-    except ImportError:  # pragma: no cover - botocore before 1.36
-        return set()
-    context = get_context()
+    context = None if _botocore_context is None else _botocore_context.get_context()
     return set() if context is None else set(context.features)
 
 
 def _register_features(features: set[str]) -> None:
     """The features the cached endpoint resolution registered when it ran, for this call."""
-    if features:
-        from botocore.context import get_context
-
-        context = get_context()
-        if context is not None:
-            context.features.update(features)
+    context = None if _botocore_context is None else _botocore_context.get_context()
+    if features and context is not None:
+        context.features.update(features)
 
 
 def _add_recursion_detection_header(headers: dict[str, str]) -> None:
