@@ -168,7 +168,8 @@ class DynamoDBStore:
     a call. It is on for a passed client too because it inspects that client and steps aside,
     call by call, whenever it cannot honour something the client carries (a Stubber, a hook on
     an event it skips, X-Ray or OpenTelemetry patching, endpoint discovery): what a client can
-    observe does not change. `fast_wire=False` sends every request through boto3 as usual.
+    observe does not change. `fast_wire=False`, or IDEMPOTENCY_FAST_WIRE=0 in the environment
+    (no redeploy of code needed), sends every request through boto3 as usual.
     """
 
     layout: KeyLayout = NATIVE_KEYS
@@ -259,7 +260,11 @@ class DynamoDBStore:
         client itself when it is off or cannot serve this client."""
         client = self.client
         if self._wire is None or self._wire[0] is not client:
-            if self._fast_wire:
+            if self._fast_wire and os.environ.get("IDEMPOTENCY_FAST_WIRE", "").lower() not in (
+                "0",
+                "false",
+                "no",
+            ):
                 from ._wire import fast_wire
 
                 self._wire = (client, fast_wire(client))

@@ -448,12 +448,17 @@ def test_what_is_not_a_botocore_client_is_used_as_it_is() -> None:
     assert fast_wire(stand_in) is stand_in
 
 
-def test_fast_wire_false_sends_every_call_through_the_client() -> None:
+def test_fast_wire_false_sends_every_call_through_the_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     client = our_client()
+    monkeypatch.delenv("IDEMPOTENCY_FAST_WIRE", raising=False)
     on = DynamoDBStore("idempotency", client=client)
     off = DynamoDBStore("idempotency", client=client, fast_wire=False)
     assert isinstance(on._caller(), FastWire)
     assert off._caller() is client
+    monkeypatch.setenv("IDEMPOTENCY_FAST_WIRE", "0")
+    assert DynamoDBStore("idempotency", client=client)._caller() is client
 
 
 def test_endpoint_discovery_sends_the_calls_through_the_client() -> None:
