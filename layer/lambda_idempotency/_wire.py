@@ -186,6 +186,8 @@ class FastWire:
         return self._call("batch_write_item", params)
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name == "client":
+            raise AttributeError(name)  # ours, not yet set: never the client's
         return getattr(self.client, name)  # scan, delete_item, meta, exceptions...
 
     # -- the guard --------------------------------------------------------------------------
