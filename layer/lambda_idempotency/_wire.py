@@ -490,7 +490,17 @@ def _compile(shape: Any, memo: dict[str, list[Encoder | None]]) -> Encoder | Non
     for name, member_shape in shape.members.items():
         members[name] = (members[name][0], _compile(member_shape, memo))
 
+    # Members sent as they come (strings, numbers, flags): a value holding only those is
+    # checked for unknown members and sent as it is, no copy (most AttributeValues).
+    plain = frozenset(
+        name
+        for name, (wire_name, encode) in members.items()
+        if encode is None and wire_name == name
+    )
+
     def structure(value: Any) -> dict[str, Any]:
+        if value.keys() <= plain:
+            return value  # type: ignore[no-any-return]
         out = {}
         for key, item in value.items():
             wire_name, encode = members[key]
