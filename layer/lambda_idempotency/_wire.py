@@ -65,15 +65,6 @@ SKIPPED_EVENTS = {
             "botocore.handlers.inject_api_version_header_if_needed",  # not for DynamoDB
         }
     ),
-    "request-created": frozenset(
-        {
-            SIGNER,  # signs here, with the same signer, credentials and signing context
-            # called here, in their order:
-            "botocore.retries.standard.MaxAttemptsSeeder.seed_max_attempts",
-            UA_REBUILD,
-            "botocore.handlers.add_retry_headers",
-        }
-    ),
     "choose-signer": frozenset(
         {  # asked once per endpoint
             "botocore.handlers.set_operation_specific_signer",
@@ -159,7 +150,7 @@ class FastWire:
         self._endpoints: dict[tuple[str, tuple[str, ...]], _ResolvedEndpoint] = {}
         self._checked_cache: object = None
         self._clear = False
-        self._created_handlers: dict[str, list[Any]] = {}
+        self._created_handlers: dict[str, list[Any | None]] = {}
         self._created_names: dict[str, set[str]] = {}
         for method, operation in OPERATIONS.items():
             try:
@@ -218,14 +209,20 @@ class FastWire:
         for operation in OPERATIONS.values():
             for event, ours in SKIPPED_EVENTS.items():
                 name = f"{event}.{self._service_id}.{operation}"
-                found = list(handlers.prefix_search(name))
-                if any(_handler_name(handler) not in ours for handler in found):
+                if any(_handler_name(h) not in ours for h in handlers.prefix_search(name)):
                     return False
-                if event == "request-created":
-                    self._created_handlers[operation] = [
-                        handler for handler in found if _handler_name(handler) != SIGNER
-                    ]
-                    self._created_names[operation] = {_handler_name(h) for h in found}
+            # request-created's handlers are all called, in their order, as botocore's emit
+            # calls them (Powertools adds one to every client to extend the user agent); the
+            # client's own signer among them signs here.
+            created = list(
+                handlers.prefix_search(f"request-created.{self._service_id}.{operation}")
+            )
+            if [h for h in created if _handler_name(h) == SIGNER] != [self._signer.handler]:
+                return False
+            self._created_handlers[operation] = [
+                None if _handler_name(h) == SIGNER else h for h in created
+            ]
+            self._created_names[operation] = {_handler_name(h) for h in created}
         return True
 
     # -- one call ---------------------------------------------------------------------------
@@ -312,6 +309,17 @@ class FastWire:
         assert success is not None
         return success
 
+    def _sign(self, request: Any, resolved: _ResolvedEndpoint) -> None:
+        """RequestSigner.sign, less its per-call events: the signature version was chosen
+        once per endpoint, and nobody listens on before-sign (else the client signs)."""
+        signing = request.context.get("signing", {})
+        auth = self._signer.get_auth_instance(
+            signing_name=signing.get("signing_name", self._signing_name),
+            region_name=signing.get("region", self._region_name),
+            signature_version=resolved.signature_version,
+        )
+        auth.add_auth(request)
+
     def _attempt(
         self, plan: _Plan, resolved: _ResolvedEndpoint, request_dict: dict[str, Any]
     ) -> tuple[tuple[Any, dict[str, Any]] | None, Exception | None]:
@@ -323,15 +331,11 @@ class FastWire:
             headers=request_dict["headers"],
         )
         request.context = request_dict["context"]
-        signing = request.context.get("signing", {})
-        auth = self._signer.get_auth_instance(
-            signing_name=signing.get("signing_name", self._signing_name),
-            region_name=signing.get("region", self._region_name),
-            signature_version=resolved.signature_version,
-        )
-        auth.add_auth(request)
         for handler in self._created_handlers[plan.name]:
-            handler(request=request, operation_name=plan.name, event_name=plan.created_event)
+            if handler is None:  # the client's own signer's place in the order
+                self._sign(request, resolved)
+            else:
+                handler(request=request, operation_name=plan.name, event_name=plan.created_event)
         self._endpoint._encode_headers(request.headers)
         prepared = request.prepare()  # Endpoint.prepare_request, without its hooks
         try:

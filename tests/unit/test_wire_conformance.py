@@ -67,7 +67,17 @@ CLIENTS: dict[str, Callable[[], Any]] = {
     "our client": our_client,
     "a default boto3 client": plain_client,
     "temporary credentials": lambda: plain_client(aws_session_token="token"),
+    "Powertools' user agent hook": lambda: with_powertools_user_agent(our_client()),
 }
+
+
+def with_powertools_user_agent(client: Any) -> Any:
+    """Powertools registers a request-created hook on every client (any of its utilities
+    imported) to add itself to the user agent: the fast path calls it, in its place."""
+    from aws_lambda_powertools.shared.user_agent import register_feature_to_client
+
+    register_feature_to_client(client, "idempotency")
+    return client
 
 
 def requests_of_the_store() -> list[Call]:
@@ -336,7 +346,7 @@ def test_the_hooks_tools_rely_on_fire_on_the_fast_path(monkeypatch: pytest.Monke
     monkeypatch.setattr(time, "sleep", lambda _: None)
     client = our_client()
     fired: list[str] = []
-    for event in ("before-send", "needs-retry", "after-call"):
+    for event in ("request-created", "before-send", "needs-retry", "after-call"):
         client.meta.events.register_last(
             f"{event}.dynamodb", lambda event_name, **_: fired.append(event_name.split(".")[0])
         )
@@ -345,7 +355,10 @@ def test_the_hooks_tools_rely_on_fire_on_the_fast_path(monkeypatch: pytest.Monke
     wire = FastWire(client)
     assert wire.usable("put_item")
     wire.put_item(**CALLS[0].fresh())
-    assert fired == ["before-send", "needs-retry", "before-send", "needs-retry", "after-call"]
+    assert fired == [
+        *("request-created", "before-send", "needs-retry"),
+        *("request-created", "before-send", "needs-retry", "after-call"),
+    ]
 
 
 SKIPPED = [
@@ -353,7 +366,6 @@ SKIPPED = [
     "before-parameter-build",
     "before-endpoint-resolution",
     "before-call",
-    "request-created",
     "choose-signer",
     "before-sign",
     "before-parse",
