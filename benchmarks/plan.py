@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .storage import CASES as STORAGE_CASES
+from .storage import PLACEMENT_SIZES
 
 
 @dataclass(frozen=True)
@@ -16,9 +17,14 @@ class Plan:
     layer_import_runs: int = 15
     build_layer_requirements: bool = True
     storage_cases: tuple[tuple[str, int], ...] = STORAGE_CASES
+    placement_sizes: tuple[int, ...] = PLACEMENT_SIZES
+    placement_calls: int = 60
     contention_callers: int = 64
     contention_trials: int = 5
     contention_work_seconds: float = 0.2
+    hot_key_callers: int = 64
+    hot_key_trials: int = 5
+    hot_key_work_seconds: tuple[float, ...] = (0.2, 1.0, 5.0)
     throughput_threads: tuple[int, ...] = (1, 4, 16)
     throughput_seconds: float = 1.5
     throughput_repeats: int = 3
@@ -36,9 +42,14 @@ class Plan:
             layer_import_runs=1,
             build_layer_requirements=False,
             storage_cases=(("repetitive", 1024), ("random", 600 * 1024)),
+            placement_sizes=(2048,),
+            placement_calls=2,
             contention_callers=4,
             contention_trials=1,
             contention_work_seconds=0.05,
+            hot_key_callers=4,
+            hot_key_trials=1,
+            hot_key_work_seconds=(0.05,),
             throughput_threads=(1, 2),
             throughput_seconds=0.1,
             throughput_repeats=1,

@@ -29,15 +29,33 @@ REPETITIVE = "repetitive"
 RANDOM = "random"
 CASES: tuple[tuple[str, int], ...] = (
     (REPETITIVE, 1024),
+    (REPETITIVE, 10 * 1024),
     (REPETITIVE, 100 * 1024),
+    (REPETITIVE, 350 * 1024),
     (REPETITIVE, 1024 * 1024),
+    (RANDOM, 1024),
     (RANDOM, 10 * 1024),
     (RANDOM, 100 * 1024),
+    (RANDOM, 300 * 1024),
     (RANDOM, 350 * 1024),
     (RANDOM, 1024 * 1024),
     (RANDOM, int(5.8 * 1024 * 1024)),
 )
-"""(kind, bytes of JSON) per row."""
+"""(kind, bytes of JSON) per row: 5.8 MB is about the most Lambda's 6 MB response carries."""
+PLACEMENT_SIZES = (512, 1024, 2 * 1024, 4 * 1024, 16 * 1024, 64 * 1024)
+"""Random-text results measured both in the record and in an item of their own."""
+WRITE_UNIT_DOLLARS = 0.625e-6
+READ_UNIT_DOLLARS = 0.125e-6
+"""On-demand request units in US East (N. Virginia), since the price cut of 2024-11-01."""
+LAMBDA_MS_DOLLARS_128MB = 0.0000166667 * 0.125 / 1000
+"""A millisecond of a 128 MB x86 function (per GB-second price times 1/8 GB)."""
+CAPACITY_OPERATIONS = frozenset(
+    {"PutItem", "UpdateItem", "DeleteItem", "GetItem", "BatchGetItem", "BatchWriteItem"}
+    | {"TransactWriteItems", "TransactGetItems", "Query", "Scan"}
+)
+WRITE_OPERATIONS = frozenset(
+    {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+)
 COMPRESSED_BUDGET = 25 * 1024
 """A 100 KB repetitive JSON result stores in at most 25 KB (DESIGN.md, Budgets)."""
 ENTROPY_SLACK = 1.1
@@ -84,25 +102,48 @@ def read_units(size: int, consistent: bool) -> float:
 
 @dataclass
 class Phase:
-    """What one invocation sent and what it cost by DynamoDB's rules."""
+    """What one invocation sent and what it cost: as DynamoDB reported it, or by its rules
+    where it reported nothing."""
 
     requests: list[str] = field(default_factory=list)
     write_units: float = 0.0
     read_units: float = 0.0
+    reported: int = 0
+    """Requests priced by the capacity DynamoDB Local reported."""
+    ruled: int = 0
+    """Requests priced by the documented rules (a refused condition reports nothing)."""
 
     @property
     def round_trips(self) -> str:
         return f"{len(self.requests)} ({', '.join(self.requests) or 'none'})"
 
+    @property
+    def dollars_per_million(self) -> float:
+        """On demand, US East: what a million invocations like this one cost in requests."""
+        units = self.write_units * WRITE_UNIT_DOLLARS + self.read_units * READ_UNIT_DOLLARS
+        return units * 1_000_000
+
+    @property
+    def priced_by(self) -> str:
+        if not self.requests:
+            return "—"
+        if not self.ruled:
+            return "reported"
+        return "rules" if not self.reported else f"reported {self.reported}, rules {self.ruled}"
+
 
 class RulesMeter:
-    """Prices every request a client sends by DynamoDB's documented capacity rules.
+    """Prices every request a client sends: by the capacity DynamoDB Local reports where it
+    reports any, and by DynamoDB's documented rules where it does not.
 
-    In botocore's `before-send` (the last moment before the request leaves), the items the
-    request touches are read with a separate client, so each write is priced on the larger of
-    the item before and the item offered (or after, for updates, read once the request has
-    gone): 1 WCU per KB, twice that inside a transaction, a failed condition billed like the
-    write it refused; each item read is 1 RCU per 4 KB, half if eventually consistent.
+    Every request asks for `ReturnConsumedCapacity` (added to its parameters). In botocore's
+    `before-send` (the last moment before the request leaves), the items the request touches
+    are read with a separate client, so each write is priced on the larger of the item before
+    and the item offered (or after, for updates, read once the request has gone): 1 WCU per
+    KB, twice that inside a transaction, a failed condition billed like the write it refused;
+    each item read is 1 RCU per 4 KB, half if eventually consistent. When the answer reports
+    consumed capacity (DynamoDB Local does for requests that succeed), that replaces the rules'
+    price; a refused request reports none, and keeps it.
     """
 
     def __init__(self, client: Any, endpoint_url: str) -> None:
@@ -112,8 +153,9 @@ class RulesMeter:
         """Updates awaiting their after-image: (table, key, before size, multiplier)."""
         self.phase = Phase()
         self._before_request = (0.0, 0.0)
+        client.meta.events.register("provide-client-params.dynamodb", self._ask_capacity)
         client.meta.events.register("before-send.dynamodb", self._price)
-        client.meta.events.register("after-call.dynamodb", self._refused)
+        client.meta.events.register("after-call.dynamodb", self._answered)
 
     def take(self) -> Phase:
         self._settle()
@@ -146,12 +188,31 @@ class RulesMeter:
         else:  # Delete, DeleteRequest, ConditionCheck: billed on the item found
             self.phase.write_units += multiplier * write_units(before)
 
-    def _refused(self, parsed: dict[str, Any], **_: Any) -> None:
+    @staticmethod
+    def _ask_capacity(params: dict[str, Any], model: Any, **_: Any) -> None:
+        if model.name in CAPACITY_OPERATIONS:
+            params.setdefault("ReturnConsumedCapacity", "TOTAL")
+
+    def _answered(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
         """A request DynamoDB rejects as invalid (an item over 400 KB) does no work and is not
-        billed: take back what it was priced."""
+        billed: take back what it was priced. One that reports its capacity is priced so."""
         if parsed.get("Error", {}).get("Code") == "ValidationException":
             self.phase.write_units, self.phase.read_units = self._before_request
             self._pending = []
+            return
+        consumed = parsed.get("ConsumedCapacity")
+        if consumed is None:
+            self.phase.ruled += 1
+            return
+        entries = consumed if isinstance(consumed, list) else [consumed]
+        units = sum(float(entry.get("CapacityUnits", 0.0)) for entry in entries)
+        self.phase.write_units, self.phase.read_units = self._before_request
+        self._pending = []
+        if model.name in WRITE_OPERATIONS:
+            self.phase.write_units += units
+        else:
+            self.phase.read_units += units
+        self.phase.reported += 1
 
     def _price(self, request: Any, event_name: str, **_: Any) -> None:
         self._settle()
@@ -395,6 +456,8 @@ def section(results: list[Stored]) -> Section:
             _units(stored.first) + ("" if stored.first_run == "stored" else ", then failed"),
             stored.again.round_trips,
             _units(stored.again) + ("" if stored.replay.startswith("replayed") else ", failed"),
+            f"${stored.again.dollars_per_million:,.2f}",
+            f"{stored.first.priced_by} / {stored.again.priced_by}",
         ]
         for stored in results
     ]
@@ -435,6 +498,16 @@ def section(results: list[Stored]) -> Section:
                 f"{noise.stored_bytes / entropy_bytes(noise):.2f}x",
                 noise.first_run == "stored"
                 and noise.stored_bytes <= entropy_bytes(noise) * ENTROPY_SLACK,
+            )
+        )
+    hot = by_key.get((OURS.slug, RANDOM, 300 * 1024))
+    if hot is not None:
+        budgets.append(
+            Budget(
+                "replay of a 300 KB random-text result",
+                "≤ 1 WCU plus its reads",
+                f"{_units(hot.again)} ({hot.again.priced_by})",
+                hot.replay == "replayed, equal" and hot.again.write_units <= 1,
             )
         )
     large = [s for s in results if s.contender == OURS.slug and s.target_bytes > 400 * 1024]
@@ -486,17 +559,22 @@ def section(results: list[Stored]) -> Section:
                     "first run",
                     "round trips, replay",
                     "per replay",
+                    "per million replays",
+                    "priced by (first run / replay)",
                 ],
                 capacity_rows,
                 caption=(
-                    "Capacity **computed from DynamoDB's documented rules**, not reported by "
-                    "DynamoDB Local (which reports nothing for a failed condition): each write "
-                    "1 WCU per KB of the larger of the item before and the item written, rounded "
-                    "up per item, at least 1; twice that inside a transaction; a failed "
-                    "conditional write billed like the write it refused; each item read 1 RCU "
-                    "per 4 KB (a missing one too), half when eventually consistent. A botocore "
-                    "`before-send` hook reads every item a request touches just before it is "
-                    "sent. A warm-cache replay makes no request and costs 0."
+                    "Capacity **as DynamoDB Local reports it** (`ReturnConsumedCapacity`, asked "
+                    "of every request) where it reports any, and **computed from DynamoDB's "
+                    "documented rules** where it does not (a refused condition, so every "
+                    "replay's claim): each write 1 WCU per KB of the larger of the item before "
+                    "and the item written, rounded up per item, at least 1; twice that inside a "
+                    "transaction; a failed conditional write billed like the write it refused; "
+                    "each item read 1 RCU per 4 KB (a missing one too), half when eventually "
+                    "consistent. A botocore `before-send` hook reads every item a request "
+                    "touches just before it is sent. Dollars: on-demand request units in US "
+                    "East, $0.625 per million writes and $0.125 per million reads. A warm-cache "
+                    "replay makes no request and costs 0."
                 ),
             ),
         ],

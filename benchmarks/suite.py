@@ -15,7 +15,9 @@ from . import (
     contention,
     cpu,
     fingerprint,
+    hot_key,
     latency,
+    placement,
     report,
     round_trips,
     storage,
@@ -33,8 +35,10 @@ SECTIONS = (
     "latency",
     "cold_start",
     "storage",
+    "placement",
     "fingerprint",
     "contention",
+    "hot_key",
     "throughput",
 )
 REPORT_NAME = "benchmarks.md"
@@ -54,6 +58,22 @@ def _check_sections(only: Iterable[str]) -> set[str]:
     if unknown:
         raise ValueError(f"unknown sections: {', '.join(sorted(unknown))}")
     return wanted
+
+
+def _storage_sections(
+    plan: Plan, endpoint_url: str, wanted: set[str], log: Callable[[str], None]
+) -> dict[str, Section]:
+    """What results weigh and cost, and where a result is cheapest to keep."""
+    sections = {}
+    if "storage" in wanted:
+        log("storage and cost")
+        sections["storage"] = storage.section(storage.measure(endpoint_url, plan.storage_cases))
+    if "placement" in wanted:
+        log("where a result lives: in the record or in an item of its own")
+        sections["placement"] = placement.section(
+            placement.measure(endpoint_url, plan.placement_sizes, plan.placement_calls)
+        )
+    return sections
 
 
 def run(
@@ -115,9 +135,7 @@ def run(
                     install_requirements=plan.build_layer_requirements,
                 ),
             )
-        if "storage" in wanted:
-            log("storage and cost")
-            sections["storage"] = storage.section(storage.measure(endpoint_url, plan.storage_cases))
+        sections.update(_storage_sections(plan, endpoint_url, wanted, log))
         if "fingerprint" in wanted:
             log("fingerprinting hostile bodies")
             sections["fingerprint"] = fingerprint.section(
@@ -137,6 +155,8 @@ def run(
                 callers=plan.contention_callers,
                 work_seconds=plan.contention_work_seconds,
             )
+        if "hot_key" in wanted:
+            sections["hot_key"] = _hot_key(plan, endpoint_url, tables, log)
         if "throughput" in wanted:
             log("throughput")
             sections["throughput"] = throughput.section(
@@ -158,10 +178,9 @@ def run(
     figure = chart.plan(sections)
     if draw:
         chart.render(figure, out_dir / CHART_NAME)
-    ordered = [sections[name] for name in SECTIONS if name in sections]
     text = report.render(
         machine=machine,
-        sections=ordered,
+        sections=[sections[name] for name in SECTIONS if name in sections],
         chart_file=CHART_NAME if draw else None,
         command=command,
         wall_seconds=time.perf_counter() - started,
@@ -170,3 +189,19 @@ def run(
     path.write_text(text, encoding="utf-8")
     log(f"done in {time.perf_counter() - started:.0f} s")
     return path
+
+
+def _hot_key(
+    plan: Plan, endpoint_url: str, tables: dict[str, str], log: Callable[[str], None]
+) -> Section:
+    log("hot key")
+    return hot_key.section(
+        hot_key.measure(
+            endpoint_url,
+            tables,
+            callers=plan.hot_key_callers,
+            trials=plan.hot_key_trials,
+            work_seconds=plan.hot_key_work_seconds,
+        ),
+        callers=plan.hot_key_callers,
+    )

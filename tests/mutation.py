@@ -27,7 +27,16 @@ import pytest
 ENDPOINT = "LAMBDA_IDEMPOTENCY_MUTATION_ENDPOINT"
 ROOT = Path(__file__).resolve().parents[1]
 
-PROMISE_MODULES = ("_protocol", "_store", "_keys", "_cache", "_record", "_encoding", "_execution")
+PROMISE_MODULES = (
+    "_protocol",
+    "_waiting",
+    "_store",
+    "_keys",
+    "_cache",
+    "_record",
+    "_encoding",
+    "_execution",
+)
 STORE_POLICY = (
     # What an HTTP response or a batch record stores and replays, and under which key.
     "_http.x_status_below_500",

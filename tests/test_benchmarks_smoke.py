@@ -32,6 +32,7 @@ SECTION_TITLES = (
     "## Storage and cost",
     "## Fingerprinting hostile bodies",
     "## Contention",
+    "## Hot key",
     "## Throughput",
 )
 
@@ -124,7 +125,7 @@ def test_the_emulated_runtime_handler_writes_lambdas_line_at_info_only() -> None
     assert message == "released\n"
 
 
-def test_capacity_rules_price_writes_reads_and_transactions(dynamodb_local_endpoint: str) -> None:
+def test_capacity_is_priced_as_reported_or_by_the_rules(dynamodb_local_endpoint: str) -> None:
     client = dynamodb_client(dynamodb_local_endpoint)
     table = create_table(client, "bench-rules-smoke", "pk")
     meter = storage.RulesMeter(client, dynamodb_local_endpoint)
@@ -152,6 +153,9 @@ def test_capacity_rules_price_writes_reads_and_transactions(dynamodb_local_endpo
     assert refused.write_units == 3  # billed on the larger item: the one that refused it
     assert transaction.write_units == 2
     assert reads.read_units == 1 + 0.5 + 1
+    # DynamoDB Local reports what succeeded; a refused condition reports nothing: rules.
+    assert (put.priced_by, refused.priced_by, reads.priced_by) == ("reported", "rules", "reported")
+    assert refused.dollars_per_million == pytest.approx(3 * 0.625)
 
 
 def test_the_layer_probe_imports_the_layers_own_bytecode_and_writes_none() -> None:

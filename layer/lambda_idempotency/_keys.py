@@ -7,6 +7,7 @@ and `payload_hash`, and so do the log lines.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Callable, Mapping
@@ -130,6 +131,10 @@ def default_namespace(function: Callable[..., Any]) -> str:
     """Function name, module and qualified name: every SAM sample is `app.lambda_handler`, so
     the Lambda function's name keeps two functions sharing a table apart."""
     lambda_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "")
+    while isinstance(function, functools.partial):
+        # A partial has no name of its own ("functools.partial" for all of them): two
+        # partials of different functions must not share their keys.
+        function = function.func
     module = getattr(function, "__module__", "")
     qualname = getattr(function, "__qualname__", type(function).__qualname__)
     return f"{lambda_name}.{module}.{qualname}" if lambda_name else f"{module}.{qualname}"

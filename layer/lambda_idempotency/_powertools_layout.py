@@ -246,6 +246,11 @@ class PowertoolsStore(DynamoDBStore):
             return refused is None
         return self._transact(pk, [{"Put": put}, *writes], token=owner)
 
+    def inline_limit(self, pk: str, *, owner: str, payload_hash: str | None) -> int:
+        """Powertools reads its results from the record itself: keep them there while an
+        item can hold them (its own layout, replay cost included)."""
+        return INLINE_RESULT_BYTES
+
     def release(self, pk: str, *, owner: str, now_ms: int) -> bool:
         """Delete our INPROGRESS claim, fenced on our token. No tombstone: Powertools would
         not understand one (so a delayed copy of our claim may lock the key again, until

@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple, TypeVar
 
-from . import _encoding, _execution, _keys
+from . import _encoding, _execution, _keys, _waiting
 from ._cache import CachedResult, ResultCache
 from ._clock import Clock
 from ._errors import (
@@ -33,7 +33,7 @@ from ._errors import (
 from ._execution import Execution
 from ._log import emit
 from ._record import Record, ReplayInfo, Status
-from ._store import INLINE_RESULT_BYTES, DynamoDBStore
+from ._store import DynamoDBStore
 
 T = TypeVar("T")
 OnReplay = Callable[[Any, ReplayInfo], Any]
@@ -42,11 +42,6 @@ OnReplay = Callable[[Any, ReplayInfo], Any]
 DEFAULT_LEASE_SECONDS = 900.0
 """Without a Lambda context or `lease_seconds`: Lambda's longest timeout, so no invocation
 can outlive its lease."""
-WAIT_FIRST_POLL_SECONDS = 0.05
-WAIT_POLL_GROWTH = 1.5
-WAIT_MAX_POLL_SECONDS = 0.5
-"""Gentle backoff: a waiter answers soon after the holder completes (a doubling backoff made
-waiters answer after about twice the handler's time), at a few more consistent reads."""
 DEFAULT_CLOCK_SKEW_SECONDS = 2.0
 """How far two callers' clocks may differ. Lambda hosts keep time with the Amazon Time Sync
 Service (well under a millisecond apart), so 2 s is generous; it costs a crashed holder's
@@ -293,12 +288,13 @@ class Idempotency:
         completed_at = clock.now_ms()
         expiration = self._expiration(completed_at, None)
         blob = encoded.blob
+        inline_limit = store.inline_limit(pk, owner=owner, payload_hash=payload_hash)
         delay = COMPLETION_FIRST_BACKOFF_SECONDS
         maybe_landed = False
         while True:
             step = "chunks"
             try:
-                if len(blob) > INLINE_RESULT_BYTES:  # once: then blob is the chunks' pointer
+                if len(blob) > inline_limit:  # once: then blob is the chunks' pointer
                     blob = store.put_chunks(pk, owner=owner, result=blob, expiration_s=expiration)
                 step = "complete"
                 completed = store.complete(
@@ -439,25 +435,39 @@ class Idempotency:
         self, store: DynamoDBStore, held: Record, payload_hash: str | None, deadline_ms: int
     ) -> Record | None:
         """Poll until the holder completes (its record), leaves or lapses (None), or our
-        own time runs short (InProgressError)."""
+        own time runs short (InProgressError). When to poll: `_waiting`."""
         clock = self.settings.clock
-        delay = WAIT_FIRST_POLL_SECONDS
         self._count("waiting", logging.DEBUG, held.pk)
         skew = self.settings.skew_ms
+        started = clock.now_ms()
+        throttled = 0
         while True:
             now = clock.now_ms()
             if now >= deadline_ms:
                 raise self._in_progress(held, now, "gave up waiting for the holder of this key")
-            clock.sleep(min(delay * random.uniform(0.5, 1.0), (deadline_ms - now) / 1000))
-            delay = min(delay * WAIT_POLL_GROWTH, WAIT_MAX_POLL_SECONDS)
+            delay = _waiting.next_poll_ms(
+                held, now_ms=now, started_ms=started, skew_ms=skew, throttled=throttled
+            )
+            clock.sleep(min(delay, deadline_ms - now) / 1000)
             now = clock.now_ms()
             try:
                 record = store.get(held.pk)
             except StoreError as exc:
+                if exc.code in _waiting.THROTTLING_CODES:
+                    # The key's partition is hot: skip this poll, poll less often.
+                    throttled += 1
+                    self._count("wait_throttled", logging.WARNING, held.pk, code=exc.code)
+                    continue
                 self._count("store_error", logging.ERROR, held.pk, step="wait", code=exc.code)
                 raise
-            if record is None or record.is_expired(now, skew) or record.status is Status.RELEASED:
+            throttled = 0
+            if record is None or record.is_expired(now, skew):
                 return None
+            if record.status is Status.RELEASED:
+                if (record.lease_until or 0) <= now:
+                    return None
+                held = record  # released ahead of our clock: a claim is refused until then
+                continue
             self._check_payload(held.pk, record.payload_hash, payload_hash)
             if record.status is Status.COMPLETED:
                 return record

@@ -61,8 +61,14 @@ lost may have landed, and deleting it would run the handler and its writes again
 TOMBSTONE_SECONDS = 900
 """How long a release's tombstone fences delayed copies of the released claim: DynamoDB
 refuses a request signed more than 5 minutes ago, so 15 minutes is ample."""
+RECORD_BYTES = 1024
+"""A refused claim (every replay) is billed like a write of the record it found: 1 WCU per KB.
+A result that would take the completed record past 1 KB goes to an item of its own, read
+after the refused claim, so a replay's write cost stays 1 WCU whatever the result's size
+(docs/benchmarks.md, "Where a result lives", measures the crossover)."""
 INLINE_RESULT_BYTES = 350_000
-"""Larger results go to chunk items of their own: an item may hold at most 400 KB."""
+"""The most one item holds of a result (an item may hold at most 400 KB): Powertools' layout
+keeps results inline up to this; our chunk items are this big."""
 CHUNK_BYTES = 350_000
 BATCH_WRITE_ITEMS = 25
 """BatchWriteItem takes at most 25 items a request."""
@@ -97,9 +103,11 @@ RETRYABLE_CODES = frozenset(
         "ServiceUnavailable",
         "TransactionConflictException",
         "TransactionInProgressException",
+        "ReplicatedWriteConflictException",
     }
 )
-"""Error codes after which the same request may succeed: throttling and DynamoDB's 5xx."""
+"""Error codes after which the same request may succeed: throttling, DynamoDB's 5xx, and a
+write of the same item from another Region of a strongly consistent global table."""
 RETRYABLE_CANCELLATIONS = frozenset(
     {
         "ThrottlingError",
@@ -347,7 +355,7 @@ class DynamoDBStore:
         completed_at_ms: int | None = None,
         writes: Sequence[Mapping[str, Any]] = (),
     ) -> bool:
-        """Store the result (at most INLINE_RESULT_BYTES: larger ones go through
+        """Store the result (at most `inline_limit` bytes: larger ones go through
         `put_chunks` first), fenced on `owner`. Returns False when another claim took the
         key over (our lease lapsed); nothing was written then, enlisted writes included.
 
@@ -405,6 +413,19 @@ class DynamoDBStore:
             },
         )
         return refused is None
+
+    def inline_limit(self, pk: str, *, owner: str, payload_hash: str | None) -> int:
+        """The most result bytes the completed record holds and stays within RECORD_BYTES
+        (DynamoDB's item size: attribute names plus values; numbers sized at their widest)."""
+        names = self.names
+        key = self._key(pk)
+        texts = [*key, *(value["S"] for value in key.values()), names.status, names.owner, owner]
+        texts += [Status.COMPLETED.value, names.expiration, names.claimed_at, names.completed_at]
+        texts.append(names.result)
+        if payload_hash is not None:
+            texts += [names.payload_hash, payload_hash]
+        overhead = sum(len(text.encode()) for text in texts) + 3 * _NUMBER_BYTES
+        return max(0, RECORD_BYTES - overhead)
 
     def put_chunks(self, pk: str, *, owner: str, result: bytes, expiration_s: int) -> bytes:
         """Write a large result as immutable chunk items keyed by our owner token, before
@@ -681,6 +702,11 @@ def stored_result_bytes(record: Record) -> int:
     if record.result[:1] == CHUNKED:
         return int(json.loads(record.result[1:]).get("bytes", 0))
     return len(record.result)
+
+
+_NUMBER_BYTES = 8
+"""DynamoDB sizes a number as 1 byte per 2 significant digits plus 1: epoch seconds and
+milliseconds have at most 14 digits for centuries yet."""
 
 
 def _chunk_pk(pk: str, owner: str, index: int) -> str:

@@ -274,6 +274,17 @@ def test_powertools_replays_what_we_stored(table: Table) -> None:
     assert len(runs) == 2
 
 
+def test_powertools_replays_a_result_of_many_kilobytes_we_stored(table: Table) -> None:
+    """On Powertools' table the result stays in the record, where Powertools reads it: only
+    our own layout moves a result past 1 KB to items of its own."""
+    before, after = our_handler(table), pt_handler(table)
+    results.append({"lines": [f"line {n}: {uuid.uuid4().hex}" for n in range(3_000)]})
+    first = before({"order_id": "o-1", "amount": 10}, FakeContext())
+
+    assert after({"order_id": "o-1", "amount": 10}, FakeContext()) == first
+    assert len(runs) == 1
+
+
 def test_powertools_replays_our_function_records(table: Table) -> None:
     before, after = our_function(table), pt_function(table)
     results.append({"charged": decimal.Decimal("1.10"), "at": b"\x00raw"})

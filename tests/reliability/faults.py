@@ -34,6 +34,7 @@ import collections
 import contextlib
 import json
 import random
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,17 +65,23 @@ _ERRORS = {
 
 @dataclass
 class Fault:
-    """Hit occurrences `first` .. `first + count - 1` of `call` (1-based, retries count)."""
+    """Hit occurrences `first` .. `first + count - 1` of `call` (1-based, retries count), or
+    with `share` below 1 a random share of them (seeded: a hot key's throttling hits some
+    requests and lets others through)."""
 
     call: str | frozenset[str]
     kind: str
     first: int = 1
     count: int = 1
     injected: int = 0
+    share: float = 1.0
+    _draws: random.Random = field(default_factory=lambda: random.Random(0), repr=False)
 
     def hits(self, call: str, occurrence: int) -> bool:
         calls = {self.call} if isinstance(self.call, str) else self.call
-        return call in calls and self.first <= occurrence < self.first + self.count
+        if call not in calls or not self.first <= occurrence < self.first + self.count:
+            return False
+        return self.share >= 1.0 or self._draws.random() < self.share
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,8 @@ class FaultInjector:
     total: int = 0
     """Faults injected since the start, cleared rules included."""
     _http: urllib3.PoolManager = field(default_factory=lambda: urllib3.PoolManager(maxsize=4))
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    """Callers on many threads share one client: count and draw one request at a time."""
 
     def __post_init__(self) -> None:
         self.client.meta.events.register("before-send.dynamodb", self._before_send)
@@ -129,12 +138,13 @@ class FaultInjector:
         body = request.body if isinstance(request.body, bytes) else str(request.body).encode()
         operation = _header(request.headers, "X-Amz-Target").rsplit(".", 1)[-1]
         call = classify(operation, json.loads(body or b"{}"))
-        self.seen[call] += 1
-        fault = next((f for f in self.faults if f.hits(call, self.seen[call])), None)
-        if fault is None:
-            return None
-        fault.injected += 1
-        self.total += 1
+        with self._lock:
+            self.seen[call] += 1
+            fault = next((f for f in self.faults if f.hits(call, self.seen[call])), None)
+            if fault is None:
+                return None
+            fault.injected += 1
+            self.total += 1
         url, headers = request.url, {k: _text(v) for k, v in request.headers.items()}
         match fault.kind:
             case "unsent":

@@ -3,6 +3,7 @@ as a key; and the stored key, spelled as operators look it up."""
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from typing import Any
 
@@ -237,6 +238,26 @@ def test_a_callable_object_handler_is_namespaced_by_its_class(
     idempotent(store=moto_store, key="id")(Refund())({"id": "r-1"}, None)
     expected = key_hash(f"RefundFunction.{__name__}.Refund", None, "r-1")
     assert stored_keys(moto_store) == [expected]
+
+
+def test_partials_of_two_functions_never_replay_each_others_results(
+    moto_store: DynamoDBStore,
+) -> None:
+    """A functools.partial has no name of its own: it is namespaced by the function inside."""
+
+    def charge_in(event: dict[str, Any], context: Any, currency: str) -> str:
+        return f"charged in {currency}"
+
+    def refund_in(event: dict[str, Any], context: Any, currency: str) -> str:
+        return f"refunded in {currency}"
+
+    charging = idempotent(store=moto_store, key="id")(functools.partial(charge_in, currency="EUR"))
+    refunding = idempotent(store=moto_store, key="id")(functools.partial(refund_in, currency="EUR"))
+
+    assert charging({"id": 1}, None) == "charged in EUR"
+    assert refunding({"id": 1}, None) == "refunded in EUR"
+    namespace = f"{__name__}.{charge_in.__qualname__}"
+    assert key_hash(namespace, None, 1) in stored_keys(moto_store)
 
 
 def test_a_given_namespace_replaces_the_default_whole(moto_store: DynamoDBStore) -> None:

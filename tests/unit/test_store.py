@@ -593,6 +593,8 @@ def test_at_most_100_writes_go_in_one_transaction() -> None:
         (client_error("RequestLimitExceeded"), True, False),
         (client_error("TransactionConflictException"), True, False),
         (client_error("TransactionInProgressException"), True, False),
+        # A global table with strong consistency: another Region writes the same key.
+        (client_error("ReplicatedWriteConflictException"), True, False),
         (client_error("ServiceUnavailable", status=503), True, True),
         (client_error("InternalServerError", status=500), True, True),
         (client_error("SomethingNew", status=500), True, True),

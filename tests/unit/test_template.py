@@ -34,6 +34,7 @@ def test_idempotency_table_matches_the_library_defaults() -> None:
     assert properties["BillingMode"] == "PAY_PER_REQUEST"
     assert properties["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
     assert properties["SSESpecification"] == {"SSEEnabled": True}
+    assert properties["DeletionProtectionEnabled"] is True  # what `doctor` checks
 
 
 def statements(logical_id: str) -> list[dict[str, Any]]:

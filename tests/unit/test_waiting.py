@@ -161,7 +161,8 @@ def test_without_context_or_cap_a_waiter_waits_for_a_slow_holder(
     moto_store: DynamoDBStore,
 ) -> None:
     """Nothing says when the caller gives up: the waiter waits (up to Lambda's longest
-    timeout), here for a holder that takes half a minute."""
+    timeout), here for a holder that takes half a minute, and answers within half a second
+    of it (its polls are at most that far apart by then)."""
     clock = ScriptedClock()
     handler, runs = waiting_handler(moto_store, clock)
     hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
@@ -172,24 +173,126 @@ def test_without_context_or_cap_a_waiter_waits_for_a_slow_holder(
     assert runs == []
 
 
-def test_a_waiter_polls_with_a_gentle_backoff(moto_store: DynamoDBStore) -> None:
-    """First poll within 50 ms, then growing by half each time, never past half a second:
-    a waiter answers soon after the holder completes, at a bounded number of reads."""
+def test_a_waiter_polls_at_a_quarter_of_the_holder_age(moto_store: DynamoDBStore) -> None:
+    """Polls 100 ms apart at most while the holder is young, then a quarter of the time the
+    holder has run, up to half a second apart, each drawn from half to all of that: a waiter
+    is at most a quarter of the handler's time late, at fewer reads the longer it waits."""
     clock = ScriptedClock()
     handler, _ = waiting_handler(moto_store, clock, max_wait_seconds=10)
     hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+    trips = RoundTrips(moto_store.client)
 
     with pytest.raises(InProgressError):
         handler(dict(EVENT), None)
 
-    slept = clock.slept
-    assert 0.025 <= slept[0] <= 0.05
-    ceilings = [min(0.05 * 1.5**n, 0.5) for n in range(len(slept))]
-    assert all(
-        0.5 * ceiling <= s <= ceiling for s, ceiling in zip(slept[:-1], ceilings[:-1], strict=True)
-    )
-    assert max(slept) <= 0.5
-    assert 20 <= len(slept) <= 45  # 10 s of polls: neither a busy loop nor a few long sleeps
+    age = 0
+    for slept in clock.slept[:-1]:  # the last sleep is cut short by the deadline
+        nominal = min(max(age / 4, 100), 500)
+        assert nominal / 2 - 1 <= slept * 1000 <= nominal + 1
+        age += round(slept * 1000)
+    polls = trips.take().count("GetItem")
+    assert polls == len(clock.slept)
+    # 10 s of polls: about 6 in the first 0.4 s, 8 more to 2 s, 2.7 a second after that.
+    assert 25 <= polls <= 50
+    assert all(slept >= 0.25 for slept in clock.slept[-5:-1])  # the last seconds: 0.5 s apart
+
+
+def test_a_waiter_arriving_late_polls_at_the_holder_pace(moto_store: DynamoDBStore) -> None:
+    """A duplicate of a key whose holder has run for 20 s already polls at the slowest pace
+    from the start: a retry storm on a long-running key costs ~2.7 reads a second a caller,
+    not the young-holder pace (13 a second)."""
+    clock = ScriptedClock()
+    handler, _ = waiting_handler(moto_store, clock, max_wait_seconds=5)
+    hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+    clock.advance(20)
+    trips = RoundTrips(moto_store.client)
+
+    with pytest.raises(InProgressError):
+        handler(dict(EVENT), None)
+
+    assert all(0.25 <= slept <= 0.5 for slept in clock.slept[:-1])
+    assert 10 <= trips.take().count("GetItem") <= 20
+
+
+def test_waiters_that_arrive_together_do_not_poll_together(moto_store: DynamoDBStore) -> None:
+    """Jitter: eight waiters refused at the same moment draw different poll times."""
+    schedules = []
+    for _ in range(8):
+        clock = ScriptedClock()
+        handler, _ = waiting_handler(moto_store, clock, max_wait_seconds=2)
+        hold(handler, moto_store, {**EVENT, "order_id": f"o-{len(schedules)}"}, lease_ms=HOUR_MS)
+        with pytest.raises(InProgressError):
+            handler({**EVENT, "order_id": f"o-{len(schedules)}"}, None)
+        schedules.append(tuple(clock.slept[:3]))
+    assert len(set(schedules)) == 8
+
+
+def test_a_waiter_polls_the_moment_the_holder_lease_lapses(moto_store: DynamoDBStore) -> None:
+    """Lease 3 s, skew allowance 2 s: the key frees at 5,001 ms on every clock, and that is
+    when the waiter polls (not up to a poll interval later), claims and runs."""
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock)
+    hold(handler, moto_store, EVENT, lease_ms=3_000)
+
+    assert handler(dict(EVENT), FakeContext(60_000, clock=clock)) == {"ran": 5}
+    assert clock.elapsed_ms == 5_001
+    assert len(runs) == 1
+
+
+def test_a_waiter_runs_the_moment_a_release_ahead_of_its_clock_frees_the_key(
+    moto_store: DynamoDBStore,
+) -> None:
+    """A tombstone released 1.5 s ahead of the waiter's clock frees the key when the waiter's
+    clock reaches it: the waiter polls then, claims and runs, not a poll interval later, and
+    sends no claim before (each would be refused, and cost a write)."""
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock)
+    pk = hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+    assert moto_store.release(pk, owner=HOLDER, now_ms=clock.now_ms() + 1_500)
+    trips = RoundTrips(moto_store.client)
+
+    assert handler(dict(EVENT), FakeContext(30_000, clock=clock)) == {"ran": 5}
+    assert clock.elapsed_ms == 1_500
+    assert len(runs) == 1
+    assert trips.take().count("PutItem") == 3  # the refused claim, the winning one, completion
+
+
+def test_a_throttled_poll_backs_off_and_the_wait_goes_on(
+    moto_store: DynamoDBStore, caplog: Any
+) -> None:
+    """The key's partition throttles the waiter's reads (after botocore's own retries): the
+    waiter skips those polls, doubles its interval per throttle in a row, and still replays
+    the holder's result; nothing runs twice."""
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock)
+    pk = hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+    clock.at(3_000, complete_as_holder(handler, moto_store, EVENT, {"ran": "holder"}))
+    get = moto_store.get
+    throttles = iter(range(4))
+
+    def throttled_get(key: str) -> Any:
+        if next(throttles, None) is not None:
+            raise StoreError("throttled", key_hash=key, code="ThrottlingException", retryable=True)
+        return get(key)
+
+    moto_store.get = throttled_get  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING, logger="lambda_idempotency"):
+        assert handler(dict(EVENT), FakeContext(30_000, clock=clock)) == {"ran": "holder"}
+
+    assert runs == []
+    assert handler.idempotency.stats["wait_throttled"] == 4
+    age = 0
+    for in_a_row, slept in enumerate(clock.slept[:5]):  # 0 .. 4 throttles before each sleep
+        nominal = min(min(max(age / 4, 100), 500) * 2**in_a_row, 4_000)
+        assert nominal / 2 - 1 <= slept * 1000 <= nominal + 1
+        age += round(slept * 1000)
+    lines = [json.loads(r.getMessage()) for r in caplog.records]
+    assert lines[0] == {
+        "idempotency": "wait_throttled",
+        "key_hash": pk,
+        "namespace": handler.idempotency.settings.namespace,
+        "code": "ThrottlingException",
+    }
 
 
 # -- what ends a wait -------------------------------------------------------------------------

@@ -14,6 +14,8 @@ Operators, on any table (AWS or local):
     inspect  (--pk PK | --key K --namespace NS [--scope S])   one record [--result]
     stuck    [--older-than MINUTES]                           IN_PROGRESS records, paginated
     release  (--pk PK | --key ...) --yes                      force-delete one record
+    doctor   [TABLE] [--layout powertools] [--sort-key-attr A]   the table's set-up, check by
+                                                                check, with the fixes
 """
 
 from __future__ import annotations
@@ -304,10 +306,10 @@ def _read_event(path: Path) -> Any:
 # -- operators ----------------------------------------------------------------------------
 
 
-def _store(args: argparse.Namespace) -> DynamoDBStore:
-    """The table from --table, else IDEMPOTENCY_TABLE, else the template's idempotency table."""
-    import boto3
-
+def _store(args: argparse.Namespace, config: Any = None) -> DynamoDBStore:
+    """The table from --table, else IDEMPOTENCY_TABLE, else the template's idempotency table,
+    in the layout the options name (`doctor` takes them; the other commands the default)."""
+    from .._record import AttributeNames
     from .._store import DynamoDBStore
 
     table = args.table or os.environ.get("IDEMPOTENCY_TABLE")
@@ -316,6 +318,35 @@ def _store(args: argparse.Namespace) -> DynamoDBStore:
             table = _template(args).idempotency_table().name
         except IdempotencyError as exc:
             raise CommandError(f"no table: pass --table or set IDEMPOTENCY_TABLE ({exc})") from exc
+    client = _session(args).client("dynamodb", endpoint_url=args.endpoint, config=config)
+    layout = getattr(args, "layout", "native")
+    key_attr, expiry_attr = getattr(args, "key_attr", None), getattr(args, "expiry_attr", None)
+    names: dict[str, Any] = {}
+    if layout == "powertools":
+        names = {"key_attr": key_attr, "expiry_attr": expiry_attr}
+        names = {option: value for option, value in names.items() if value is not None}
+    elif key_attr is not None or expiry_attr is not None:
+        defaults = AttributeNames()
+        names["attribute_names"] = defaults._replace(
+            pk=key_attr or defaults.pk, expiration=expiry_attr or defaults.expiration
+        )
+    try:
+        return DynamoDBStore(
+            table,
+            client=client,
+            layout=layout,
+            sort_key_attr=getattr(args, "sort_key_attr", None),
+            **names,
+        )
+    except ConfigurationError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def _session(args: argparse.Namespace) -> Any:
+    """boto3's session for --profile and --region; for a local endpoint without credentials,
+    the dummy ones DynamoDB Local accepts."""
+    import boto3
+
     session = boto3.Session(profile_name=args.profile, region_name=args.region)
     if args.endpoint is not None and session.get_credentials() is None:
         session = boto3.Session(
@@ -323,8 +354,7 @@ def _store(args: argparse.Namespace) -> DynamoDBStore:
             aws_access_key_id="local",
             aws_secret_access_key="local",
         )
-    client = session.client("dynamodb", endpoint_url=args.endpoint)
-    return DynamoDBStore(table, client=client)
+    return session
 
 
 @contextlib.contextmanager
@@ -335,19 +365,24 @@ def _on_table(store: DynamoDBStore, args: argparse.Namespace) -> Iterator[None]:
     except StoreError as exc:
         if exc.code != "ResourceNotFoundException":
             raise
-        where = args.endpoint or f"region {store.client.meta.region_name}"
-        try:
-            names = store.client.list_tables(Limit=20)["TableNames"]
-            there = f" (tables there: {', '.join(names) or 'none'})"
-        except Exception:  # only a better message is at stake
-            there = ""
-        fix = "name the right one with --table (and --region)"
-        if args.endpoint is not None:
-            fix = (
-                "name one of them with --table, or create the template's with "
-                f"`lambda-idempotency create-table --endpoint {args.endpoint}`"
-            )
-        raise CommandError(f"no table {store.table_name} at {where}{there}: {fix}") from exc
+        raise _no_table(store, args) from exc
+
+
+def _no_table(store: DynamoDBStore, args: argparse.Namespace) -> CommandError:
+    where = args.endpoint or f"region {store.client.meta.region_name}"
+    try:
+        names = store.client.list_tables(Limit=20)["TableNames"]
+        there = f" (tables there: {', '.join(names) or 'none'})"
+    except Exception:  # only a better message is at stake
+        there = ""
+    flag = "TABLE" if args.command == "doctor" else "--table"
+    fix = f"name the right one with {flag} (and --region)"
+    if args.endpoint is not None:
+        fix = (
+            f"name one of them with {flag}, or create the template's with "
+            f"`lambda-idempotency create-table --endpoint {args.endpoint}`"
+        )
+    return CommandError(f"no table {store.table_name} at {where}{there}: {fix}")
 
 
 def _pk(args: argparse.Namespace) -> str:
@@ -523,6 +558,62 @@ def _release(store: DynamoDBStore, pk: str, args: argparse.Namespace) -> int:
     return 0
 
 
+# -- doctor ---------------------------------------------------------------------------------
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    """One line per check of the table's set-up, with the fix for each that fails; exit 1 when
+    one fails (warnings alone: 0), 2 when the table cannot be described at all."""
+    from botocore.config import Config
+    from botocore.exceptions import ClientError, EndpointConnectionError
+
+    from . import doctor
+
+    # an operator waits for an answer: no minute of botocore's connection retries
+    config = Config(connect_timeout=3, read_timeout=10, retries={"total_max_attempts": 2})
+    store = _store(args, config)
+    where = args.endpoint or f"region {store.client.meta.region_name}"
+    try:
+        table = store.client.describe_table(TableName=store.table_name)["Table"]
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "Unknown")
+        if code == "ResourceNotFoundException":
+            raise _no_table(store, args) from exc
+        if code in _CREDENTIAL_CODES:
+            raise CommandError(
+                f"cannot describe table {store.table_name} at {where} ({code}): doctor needs "
+                "dynamodb:DescribeTable, DescribeTimeToLive and DescribeContinuousBackups "
+                "(and application-autoscaling:DescribeScalableTargets for a provisioned table)"
+            ) from exc
+        raise
+    except EndpointConnectionError as exc:
+        fix = (
+            f"start one with `lambda-idempotency local{_port_flag(args.endpoint)}`"
+            if args.endpoint is not None and _is_loopback(args.endpoint)
+            else "check --endpoint or --region, and the network"
+        )
+        raise CommandError(f"cannot reach DynamoDB at {where}: {fix}") from exc
+    autoscaling, unchecked = None, "a local endpoint has no Application Auto Scaling"
+    if args.endpoint is None:
+        autoscaling = _session(args).client(
+            "application-autoscaling", region_name=store.client.meta.region_name, config=config
+        )
+    checks = doctor.diagnose(
+        store, table, layout=args.layout, autoscaling=autoscaling, autoscaling_unchecked=unchecked
+    )
+    closing, status = doctor.summary(checks)
+    if args.json:
+        print(json.dumps({"table": store.table_name, "checks": [c.as_dict() for c in checks]}))
+        return status
+    names = "" if store.sort_key_attr is None else f", sort key {store.sort_key_attr}"
+    print(f"table {store.table_name} at {where} ({args.layout} layout{names})")
+    width = max(len(check.name) for check in checks)
+    for check in checks:
+        print(check.line(width))
+    print(closing)
+    return status
+
+
 # -- parser and errors --------------------------------------------------------------------
 
 
@@ -612,7 +703,45 @@ def parser() -> argparse.ArgumentParser:
     release = add("release", parents=[record], help="force-delete one record")
     release.add_argument("--yes", action="store_true", help="really delete it")
     release.set_defaults(run=_cmd_release)
+
+    _add_doctor(add)
     return root
+
+
+def _add_doctor(add: Any) -> None:
+    checkup = add(
+        "doctor",
+        help="check a table's set-up (key schema, TTL, billing, backups, Regions), with fixes",
+        description=(
+            "Checks the table the way an operator would, one line per check with the fix for "
+            "each that fails: the key schema against the store's layout, TTL on the store's "
+            "expiration attribute, the billing mode (what a burst of retries meets), "
+            "point-in-time recovery, deletion protection, and a global table's consistency "
+            "mode. Exit 0: no check failed (warnings allowed); 1: a check failed; 2: the table "
+            "could not be described. Pass the store's layout options as the functions "
+            "configure it: --layout powertools (layout='powertools'), --sort-key-attr "
+            "(sort_key_attr=), --key-attr and --expiry-attr (attribute_names= or Powertools' "
+            "key_attr= / expiry_attr=). Needs dynamodb:DescribeTable, DescribeTimeToLive, "
+            "DescribeContinuousBackups, and for a provisioned table "
+            "application-autoscaling:DescribeScalableTargets."
+        ),
+    )
+    checkup.add_argument(
+        "table", nargs="?", help="table name (default: IDEMPOTENCY_TABLE, else the template's)"
+    )
+    checkup.add_argument(
+        "--endpoint", "--endpoint-url", dest="endpoint", help="endpoint URL, e.g. a DynamoDB Local"
+    )
+    checkup.add_argument("--region", help="AWS region (default: the environment's)")
+    checkup.add_argument("--profile", help="AWS profile (default: the environment's)")
+    checkup.add_argument(
+        "--layout", choices=("native", "powertools"), default="native", help="default: native"
+    )
+    checkup.add_argument("--sort-key-attr", help="the store's sort_key_attr (composite key)")
+    checkup.add_argument("--key-attr", help="the store's key attribute, if renamed")
+    checkup.add_argument("--expiry-attr", help="the store's expiration (TTL) attribute, if renamed")
+    checkup.add_argument("--json", action="store_true", help="print JSON")
+    checkup.set_defaults(run=_cmd_doctor)
 
 
 _STORE_ERROR_HINTS = {

@@ -1,0 +1,75 @@
+"""When a waiter (`on_in_progress="wait"`) polls the record of the invocation it waits for.
+
+The waiter cannot know when the holder will finish, but the refused claim told it when the
+holder started (`claimed_at`) and when its lease lapses (`lease_until`). A holder that has run
+for a while is likely to run a while more, in proportion: so the waiter polls at intervals of
+a fraction of the holder's age. It answers at most that fraction of the handler's time late
+(never less than the floor, never more than the cap), and its reads thin out as the wait
+grows. Each interval is jittered, so waiters that arrived together do not poll together, and
+the waiter polls the moment the holder's lease lapses on every clock, when the key frees.
+
+Each poll is a strongly consistent GetItem, 1 read unit for a record under 4 KB.
+"""
+
+from __future__ import annotations
+
+import random
+
+from ._record import Record, Status
+
+WAIT_POLL_FRACTION = 0.25
+"""Poll interval as a share of the holder's age: a waiter answers at most this share of the
+handler's time after it completes (within the floor and cap below)."""
+WAIT_MIN_POLL_SECONDS = 0.1
+"""The interval while the holder is young: about 13 reads a second (jittered mean 75 ms)."""
+WAIT_MAX_POLL_SECONDS = 0.5
+"""The interval once the holder has run 2 s or more: about 2.7 reads a second. Longer would
+save reads but cost every waiter up to that much more billed Lambda time, and one second of
+a 1 GB function costs about as much as a hundred strongly consistent reads."""
+WAIT_JITTER = (0.5, 1.0)
+"""Each interval is drawn from this share of its nominal length: never later than nominal."""
+WAIT_THROTTLED_MAX_SECONDS = 4.0
+"""A throttled poll doubles the interval (per throttle in a row) up to this."""
+THROTTLING_CODES = frozenset(
+    {"ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded"}
+)
+"""A poll failing with one of these is skipped and the waiter backs off: the key's partition
+is asking its callers to slow down, and the holder is still running."""
+
+
+def next_poll_ms(
+    held: Record,
+    *,
+    now_ms: int,
+    started_ms: int,
+    skew_ms: int,
+    throttled: int = 0,
+) -> int:
+    """Milliseconds from `now_ms` until the next poll of `held`'s key.
+
+    `started_ms` stands in for `claimed_at` when the record does not carry it (Powertools'
+    records): the waiter's own start, a lower bound of the holder's age. `throttled` counts
+    the polls in a row that were throttled."""
+    claimed_at = held.claimed_at if held.claimed_at is not None else started_ms
+    age = max(0, now_ms - claimed_at)
+    nominal = min(
+        max(WAIT_POLL_FRACTION * age, WAIT_MIN_POLL_SECONDS * 1000), WAIT_MAX_POLL_SECONDS * 1000
+    )
+    if throttled:
+        nominal = min(nominal * 2**throttled, WAIT_THROTTLED_MAX_SECONDS * 1000)
+    delay = max(1, round(nominal * random.uniform(*WAIT_JITTER)))
+    frees = _frees_at_ms(held, skew_ms)
+    if now_ms < frees < now_ms + delay and not throttled:
+        return frees - now_ms
+    return delay
+
+
+def _frees_at_ms(held: Record, skew_ms: int) -> int:
+    """The first millisecond the key is free on every clock within the skew allowance (the
+    record counts as lapsed or expired). A release ahead of our clock frees at its time."""
+    if held.status is Status.RELEASED and held.lease_until is not None:
+        return held.lease_until
+    candidates = [(held.expiration + 1) * 1000 + skew_ms]
+    if held.lease_until is not None:
+        candidates.append(held.lease_until + skew_ms + 1)
+    return min(candidates)
