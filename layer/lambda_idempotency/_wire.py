@@ -1,6 +1,6 @@
 """A lean path for the store's own DynamoDB requests, through the client's own botocore parts.
 
-A boto3 call spends most of its ~250 µs in a generic pipeline our fixed request shapes do not
+A boto3 call spends about 40 % of its CPU in generic steps our fixed request shapes do not
 need: parameter events, the endpoint ruleset, the model-walking serializer, the call events.
 `FastWire` skips only those. It builds the JSON body with a serializer compiled once from the
 client's own model, resolves the endpoint through the client's own ruleset resolver once per
