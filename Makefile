@@ -9,7 +9,7 @@ export DYNAMODB_LOCAL_HOME := $(CURDIR)/.tools/dynamodb-local
 SAM_VENV := .tools/sam
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: setup demo test lint bench reliability nightly sam-check mutate clean
+.PHONY: setup demo test lint bench reliability nightly sam-check mutate clean wire-lambda-botocore
 
 ## $(call phase,WHAT,COMMAND): says what set-up is doing before a long quiet step, then how
 ## long it took (or that it failed), so a first `make setup` never sits silent for a minute.
@@ -46,6 +46,23 @@ lint: setup
 	$(BIN)/ruff check layer tests functions benchmarks
 	$(BIN)/ruff format --check layer tests functions benchmarks
 	$(BIN)/mypy
+
+## The fast wire path's conformance tests again on the botocore the Lambda Python 3.11
+## runtime ships, in a virtualenv of its own: only boto3/botocore at that pin and the test
+## tools, the package itself without its dependencies (about a minute once installed).
+LAMBDA_BOTOCORE ?= 1.34.145
+LAMBDA_VENV := .tools/lambda-botocore
+$(LAMBDA_VENV)/.installed-$(LAMBDA_BOTOCORE): pyproject.toml
+	test -x $(LAMBDA_VENV)/bin/python || $(PYTHON) -m venv $(LAMBDA_VENV)
+	$(LAMBDA_VENV)/bin/python -m pip install --quiet 'boto3==$(LAMBDA_BOTOCORE)' \
+		'botocore==$(LAMBDA_BOTOCORE)' pytest pytest-timeout 'moto[dynamodb]>=5.0' hypothesis \
+		wrapt jmespath PyYAML 'aws-lambda-powertools>=3.0'
+	$(LAMBDA_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	@touch $@
+
+wire-lambda-botocore: setup $(LAMBDA_VENV)/.installed-$(LAMBDA_BOTOCORE)
+	$(LAMBDA_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+		tests/unit/test_wire_conformance.py tests/integration/test_wire_results.py
 
 ## SAM CLI in a virtualenv of its own (its pins must not constrain the library's).
 $(SAM_VENV)/bin/sam:

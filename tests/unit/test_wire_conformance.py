@@ -1,0 +1,479 @@
+"""The fast wire path sends what boto3 sends and answers what boto3 answers.
+
+For each request the store makes (from the store's own code), with SigV4's clock and the
+random IDs fixed: the same URL, body bytes and headers (signature included); the same
+retries, sleeps and retry quota on scripted throttles, 500s, dropped connections and CRC32
+mismatches, in each retry mode; the same endpoint and signing scope for each endpoint
+setting; the hooks users and tools rely on still fire; and the client does the call itself
+when something it carries cannot be honoured (a Stubber, a patched `_make_api_call`, a hook
+on an event the fast path skips)."""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import boto3
+import botocore
+import botocore.client
+import botocore.endpoint
+import pytest
+import wrapt
+from botocore.config import Config
+from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
+from botocore.stub import Stubber
+
+from lambda_idempotency import DynamoDBStore
+from lambda_idempotency._store import _default_client
+from lambda_idempotency._wire import FastWire, fast_wire
+from tests.wire_conformance import (
+    Call,
+    Scripted,
+    answer,
+    both_ways,
+    empty_answer,
+    error,
+    freeze_signing_clock,
+    same_outcome,
+    store_calls,
+)
+
+CREDENTIALS = {"aws_access_key_id": "AKIDEXAMPLE", "aws_secret_access_key": "secret"}
+
+
+def our_client(**config: Any) -> Any:
+    """The store's own default client (fixed user agent, no client-side validation)."""
+    client = _default_client(None, "eu-west-1")
+    if config:
+        client = boto3.client(
+            "dynamodb",
+            region_name="eu-west-1",
+            config=client.meta.config.merge(Config(**config)),
+            **CREDENTIALS,
+        )
+    return client
+
+
+def plain_client(**options: Any) -> Any:
+    """A client as a user makes one: boto3's defaults."""
+    options.setdefault("region_name", "eu-west-1")
+    return boto3.client("dynamodb", **CREDENTIALS, **options)
+
+
+CLIENTS: dict[str, Callable[[], Any]] = {
+    "our client": our_client,
+    "a default boto3 client": plain_client,
+    "temporary credentials": lambda: plain_client(aws_session_token="token"),
+    "Powertools' user agent hook": lambda: with_powertools_user_agent(our_client()),
+}
+
+
+def with_powertools_user_agent(client: Any) -> Any:
+    """Powertools registers a request-created hook on every client (any of its utilities
+    imported) to add itself to the user agent: the fast path calls it, in its place."""
+    from aws_lambda_powertools.shared.user_agent import register_feature_to_client
+
+    register_feature_to_client(client, "idempotency")
+    return client
+
+
+def requests_of_the_store() -> list[Call]:
+    return store_calls(DynamoDBStore("idempotency", client=our_client()), empty_answer)
+
+
+CALLS = requests_of_the_store()
+
+
+def test_every_request_shape_is_covered() -> None:
+    assert [call.shape for call in CALLS] == [
+        "claim",
+        "complete inline",
+        "complete with a write",
+        "release",
+        "get",
+        "batch write",
+        "batch get",
+        "batch get",
+        "commit writes",
+    ]
+    assert {call.method for call in CALLS} == {
+        "put_item",
+        "transact_write_items",
+        "get_item",
+        "batch_write_item",
+        "batch_get_item",
+    }
+
+
+def counting_uuids() -> Callable[[], uuid.UUID]:
+    ids = iter(range(10**6))
+    return lambda: uuid.UUID(int=next(ids))
+
+
+@pytest.fixture
+def fixed_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SigV4's clock, botocore's invocation IDs and idempotency tokens, and retry jitter, all
+    fixed, so two requests built a second apart are byte for byte the same."""
+    freeze_signing_clock(monkeypatch)
+    monkeypatch.setattr(uuid, "uuid4", counting_uuids())
+    monkeypatch.setattr(random, "random", lambda: 0.5)
+
+
+def comparable(headers: Any) -> dict[str, Any]:
+    """The headers, with the user agent's feature list (`m/E,b,e`) as a set: botocore joins
+    a set, so its order is not even the same from one boto3 call to the next."""
+    compared = dict(headers)
+    compared["User-Agent"] = {
+        frozenset(part[2:].split(",")) if part.startswith("m/") else part
+        for part in compared["User-Agent"].decode().split(" ")
+    }
+    return compared
+
+
+def sent(client: Any, caller: Any, call: Call, steps: list[Any]) -> Scripted:
+    wire = Scripted(list(steps))
+    client.meta.events.register("before-send.dynamodb", wire)
+    try:
+        getattr(caller, call.method)(**call.fresh())
+    finally:
+        client.meta.events.unregister("before-send.dynamodb", wire)
+    return wire
+
+
+@pytest.mark.parametrize("make_client", CLIENTS.values(), ids=CLIENTS.keys())
+@pytest.mark.parametrize("call", CALLS, ids=[f"{c.shape}-{c.method}" for c in CALLS])
+def test_each_request_goes_out_byte_for_byte_as_boto3_sends_it(
+    fixed_ids: None, monkeypatch: pytest.MonkeyPatch, make_client: Any, call: Call
+) -> None:
+    requests = []
+    for through_wire in (False, True):
+        monkeypatch.setattr(uuid, "uuid4", counting_uuids())  # the same IDs on each path
+        client = make_client()
+        caller = FastWire(client) if through_wire else client
+        assert not through_wire or caller.usable(call.method)
+        requests.append(sent(client, caller, call, [answer()]).requests[0])
+    boto3_sent, wire_sent = requests
+    assert wire_sent.method == boto3_sent.method
+    assert wire_sent.url == boto3_sent.url
+    assert wire_sent.body == boto3_sent.body
+    assert comparable(wire_sent.headers) == comparable(boto3_sent.headers)
+    assert b"Signature=" in wire_sent.headers["Authorization"]
+
+
+def test_a_binary_value_goes_out_as_base64_and_comes_back_as_bytes() -> None:
+    client = our_client()
+    item = {"pk": {"S": "k"}, "blob": {"B": b"\x00\xff"}, "set": {"BS": [b"a", b"\x01"]}}
+    body = b'{"Item": {"pk": {"S": "k"}, "blob": {"B": "AP8="}, "set": {"BS": ["YQ==", "AQ=="]}}}'
+    script = sent(
+        client,
+        FastWire(client),
+        Call("x", "put_item", {"TableName": "t", "Item": item}),
+        [answer()],
+    )
+    assert b'"blob": {"B": "AP8="}' in script.requests[0].body
+    script = Scripted([answer(body=body)])
+    client.meta.events.register("before-send.dynamodb", script)
+    got = FastWire(client).get_item(TableName="t", Key={"pk": {"S": "k"}})
+    assert got["Item"]["blob"] == {"B": b"\x00\xff"}
+    assert got["Item"]["set"] == {"BS": [b"a", b"\x01"]}
+
+
+# -- answers and errors ---------------------------------------------------------------------
+
+ITEM = b'{"pk": {"S": "k"}, "status": {"S": "IN_PROGRESS"}, "result": {"B": "AP8="}}'
+ANSWERS = {
+    "success with the old item": answer(
+        body=b'{"Attributes": ' + ITEM + b', "ConsumedCapacity": {"CapacityUnits": 1}}'
+    ),
+    "a refused claim with the item": answer(
+        400,
+        b'{"__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException", '
+        b'"message": "The conditional request failed", "Item": ' + ITEM + b"}",
+    ),
+    "a cancelled transaction": error(
+        "TransactionCanceledException",
+        Message="Transaction cancelled, please refer cancellation reasons for specific reasons "
+        "[ConditionalCheckFailed, None]",
+        CancellationReasons=[
+            {"Code": "ConditionalCheckFailed", "Message": "The conditional request failed"},
+            {"Code": "None"},
+        ],
+    ),
+    "a validation error": error("ValidationException", message="One or more parameter values"),
+    "an unknown error code": error("SomethingNewException", status=400),
+    "an internal error, once": error("InternalServerError", status=500),
+}
+
+
+@pytest.mark.parametrize("scripted", ANSWERS.values(), ids=ANSWERS.keys())
+@pytest.mark.parametrize("call", CALLS[:3], ids=[c.shape for c in CALLS[:3]])
+def test_each_answer_parses_and_raises_as_through_boto3(
+    monkeypatch: pytest.MonkeyPatch, scripted: Any, call: Call
+) -> None:
+    monkeypatch.setattr(time, "sleep", lambda _: None)
+    through_client, through_wire = both_ways(our_client, [scripted, answer()], call)
+    same_outcome(through_client, through_wire)
+
+
+# -- retries --------------------------------------------------------------------------------
+
+CONNECTION_ERROR = EndpointConnectionError(endpoint_url="https://dynamodb.eu-west-1.amazonaws.com/")
+SCRIPTS = {
+    "throttled twice": [error("ThrottlingException"), error("ThrottlingException"), answer()],
+    "throttled throughout": [error("ProvisionedThroughputExceededException")],
+    "500 then success": [error("InternalServerError", status=500), answer()],
+    "503 throughout": [answer(503, b"")],
+    "a dropped connection": [CONNECTION_ERROR, answer()],
+    "a connect timeout throughout": [
+        ConnectTimeoutError(endpoint_url="https://dynamodb.eu-west-1.amazonaws.com/")
+    ],
+    "a CRC32 mismatch": [answer(body=b'{"Attributes": {}}', crc=1), answer()],
+    "CRC32 mismatches throughout": [answer(body=b"{}", crc=1)],
+    "a transaction conflict": [error("TransactionConflictException"), answer()],
+    "a refused condition is not retried": [error("ConditionalCheckFailedException")],
+}
+MODES = ["standard", "adaptive", "legacy"]
+
+
+def fix_jitter(client: Any) -> Any:
+    """Standard and adaptive modes draw their backoff jitter from a `random` bound when the
+    client was made: fixed here, so both paths sleep the same."""
+    for handler in client.meta.events._emitter._handlers.prefix_search("needs-retry.dynamodb"):
+        policy = getattr(getattr(handler, "__self__", None), "_retry_policy", None)
+        if policy is not None:
+            policy._retry_backoff._random = lambda: 0.5
+    return client
+
+
+def retry_quota(client: Any) -> Any:
+    for handler in client.meta.events._emitter._handlers.prefix_search("needs-retry.dynamodb"):
+        checker = getattr(getattr(handler, "__self__", None), "_retry_quota", None)
+        if checker is not None:
+            return checker._quota.available_capacity
+    return None
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("steps", SCRIPTS.values(), ids=SCRIPTS.keys())
+def test_retries_sleeps_and_quota_are_botocores(
+    fixed_ids: None, monkeypatch: pytest.MonkeyPatch, mode: str, steps: list[Any]
+) -> None:
+    call = CALLS[0]
+    runs = []
+    for through_wire in (False, True):
+        sleeps: list[float] = []
+        monkeypatch.setattr(time, "sleep", sleeps.append)
+        client = fix_jitter(our_client(retries={"mode": mode, "total_max_attempts": 4}))
+        caller = FastWire(client) if through_wire else client
+        script = Scripted(list(steps))
+        client.meta.events.register("before-send.dynamodb", script)
+        try:
+            outcome: Any = getattr(caller, call.method)(**call.fresh())
+        except Exception as exc:
+            outcome = exc
+        runs.append((outcome, len(script.requests), sleeps, retry_quota(client), script))
+    (boto3_outcome, boto3_attempts, boto3_sleeps, boto3_quota, boto3_script) = runs[0]
+    (wire_outcome, wire_attempts, wire_sleeps, wire_quota, wire_script) = runs[1]
+    same_outcome(boto3_outcome, wire_outcome)
+    assert wire_attempts == boto3_attempts
+    assert wire_sleeps == pytest.approx(boto3_sleeps, abs=0.01)
+    assert wire_quota == boto3_quota
+    retried = [r.headers["amz-sdk-request"] for r in wire_script.requests]
+    assert retried == [r.headers["amz-sdk-request"] for r in boto3_script.requests]
+
+
+def test_a_throttle_is_retried_and_counted_in_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(time, "sleep", lambda _: None)
+    client = our_client()
+    script = Scripted([error("ThrottlingException"), answer()])
+    client.meta.events.register("before-send.dynamodb", script)
+    got = FastWire(client).put_item(**CALLS[0].fresh())
+    assert len(script.requests) == 2
+    assert got["ResponseMetadata"]["RetryAttempts"] == 1
+
+
+# -- endpoints ------------------------------------------------------------------------------
+
+ENDPOINTS: dict[str, dict[str, Any]] = {
+    "a custom endpoint_url": {"endpoint_url": "http://localhost:8123"},
+    "FIPS": {"config": Config(use_fips_endpoint=True)},
+    "dual-stack": {"config": Config(use_dualstack_endpoint=True)},
+    "FIPS and dual-stack in GovCloud": {
+        "region_name": "us-gov-west-1",
+        "config": Config(use_fips_endpoint=True, use_dualstack_endpoint=True),
+    },
+    "China": {"region_name": "cn-north-1"},
+    "another region": {"region_name": "ap-southeast-2"},
+}
+if "account_id_endpoint_mode" in Config.OPTION_DEFAULTS:
+    ENDPOINTS["an account-based endpoint"] = {
+        "aws_account_id": "123456789012",
+        "config": Config(account_id_endpoint_mode="required"),
+    }
+
+
+@pytest.mark.parametrize("options", ENDPOINTS.values(), ids=ENDPOINTS.keys())
+def test_the_endpoint_and_signing_scope_are_the_ones_the_client_resolved(
+    fixed_ids: None, options: dict[str, Any]
+) -> None:
+    client = plain_client(**options)
+    for call in (CALLS[0], CALLS[2], CALLS[6]):
+        through_client = sent(client, client, call, [answer()]).requests[0]
+        through_wire = sent(client, FastWire(client), call, [answer()]).requests[0]
+        assert through_wire.url == through_client.url
+        assert through_wire.headers["Authorization"] == through_client.headers["Authorization"]
+
+
+def test_a_table_arn_reaches_the_endpoint_of_its_account(fixed_ids: None) -> None:
+    if "account_id_endpoint_mode" not in Config.OPTION_DEFAULTS:
+        return  # botocore without account-based endpoints: nothing to resolve differently
+    client = plain_client(config=Config(account_id_endpoint_mode="preferred"))
+    arn = "arn:aws:dynamodb:eu-west-1:111122223333:table/idempotency"
+    call = Call("get", "get_item", {"TableName": arn, "Key": {"pk": {"S": "k"}}})
+    through_client = sent(client, client, call, [answer()]).requests[0]
+    through_wire = sent(client, FastWire(client), call, [answer()]).requests[0]
+    assert through_wire.url == through_client.url
+    assert "111122223333" in through_wire.url
+
+
+# -- hooks and stepping aside ---------------------------------------------------------------
+
+
+def test_the_hooks_tools_rely_on_fire_on_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(time, "sleep", lambda _: None)
+    client = our_client()
+    fired: list[str] = []
+    for event in ("request-created", "before-send", "needs-retry", "after-call"):
+        client.meta.events.register_last(
+            f"{event}.dynamodb", lambda event_name, **_: fired.append(event_name.split(".")[0])
+        )
+    script = Scripted([error("ThrottlingException"), answer()])
+    client.meta.events.register("before-send.dynamodb", script)
+    wire = FastWire(client)
+    assert wire.usable("put_item")
+    wire.put_item(**CALLS[0].fresh())
+    assert fired == [
+        *("request-created", "before-send", "needs-retry"),
+        *("request-created", "before-send", "needs-retry", "after-call"),
+    ]
+
+
+SKIPPED = [
+    "provide-client-params",
+    "before-parameter-build",
+    "before-endpoint-resolution",
+    "before-call",
+    "choose-signer",
+    "before-sign",
+    "before-parse",
+    "response-received",
+]
+
+
+@pytest.mark.parametrize("event", SKIPPED)
+def test_a_hook_on_an_event_the_fast_path_skips_sends_the_call_through_the_client(
+    event: str,
+) -> None:
+    client = our_client()
+    wire = FastWire(client)
+    assert wire.usable("put_item")
+    seen: list[str] = []
+    client.meta.events.register(f"{event}.dynamodb", lambda **_: seen.append(event))
+    assert not wire.usable("put_item")
+    sent(client, client, CALLS[0], [answer()])
+    through_client = list(seen)  # (older botocore has no before-parse)
+    seen.clear()
+    sent(client, wire, CALLS[0], [answer()])
+    assert seen == through_client
+    assert wire.usable("get_item") is False  # one verdict for the client, not per operation
+
+
+def test_a_stubber_gets_every_call_and_hands_back_when_it_stops() -> None:
+    client = our_client()
+    store = DynamoDBStore("idempotency", client=client)
+    stored = {"pk": {"S": "k"}, "status": {"S": "COMPLETED"}, "expiration": {"N": "1"}}
+    with Stubber(client) as stubber:
+        stubber.add_response("get_item", {"Item": stored})
+        assert not FastWire(client).usable("get_item")
+        record = store.get("k")
+        stubber.assert_no_pending_responses()
+    assert record is not None
+    assert record.status.value == "COMPLETED"
+    assert FastWire(client).usable("get_item")
+
+
+def test_a_patched_make_api_call_sees_every_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = botocore.client.BaseClient._make_api_call
+    seen: list[str] = []
+
+    def traced(self: Any, operation_name: str, api_params: Any) -> Any:
+        seen.append(operation_name)
+        return original(self, operation_name, api_params)
+
+    client = our_client()
+    wire = FastWire(client)
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", traced)
+    assert not wire.usable("put_item")
+    sent(client, wire, CALLS[0], [answer()])
+    assert seen == ["PutItem"]
+    assert fast_wire(client) is client  # patched before the store's first call: no wire
+
+
+@pytest.mark.parametrize(
+    ("owner", "method"),
+    [
+        (botocore.client.BaseClient, "_make_api_call"),
+        (botocore.endpoint.Endpoint, "prepare_request"),
+    ],
+)
+def test_a_tracer_wrapping_botocore_like_xray_sees_every_call(
+    monkeypatch: pytest.MonkeyPatch, owner: type, method: str
+) -> None:
+    """aws_xray_sdk's patch wraps both with wrapt (and cannot be undone in a test run)."""
+    seen: list[str] = []
+
+    def traced(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        seen.append(method)
+        return wrapped(*args, **kwargs)
+
+    client = our_client()
+    wire = FastWire(client)
+    monkeypatch.setattr(owner, method, wrapt.FunctionWrapper(owner.__dict__[method], traced))
+    assert not wire.usable("put_item")
+    sent(client, wire, CALLS[0], [answer()])
+    assert seen == [method]
+    assert not isinstance(fast_wire(our_client()), FastWire)  # wrapped before first use
+
+
+def test_a_method_replaced_on_the_client_gets_the_call() -> None:
+    client = our_client()
+    wire = FastWire(client)
+    client.get_item = lambda **_: {"Item": {"pk": {"S": "mocked"}}}
+    assert wire.get_item(TableName="t", Key={"pk": {"S": "k"}}) == {"Item": {"pk": {"S": "mocked"}}}
+
+
+def test_what_is_not_a_botocore_client_is_used_as_it_is() -> None:
+    stand_in = object()
+    assert fast_wire(stand_in) is stand_in
+
+
+def test_fast_wire_false_sends_every_call_through_the_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    client = our_client()
+    monkeypatch.delenv("IDEMPOTENCY_FAST_WIRE", raising=False)
+    on = DynamoDBStore("idempotency", client=client)
+    off = DynamoDBStore("idempotency", client=client, fast_wire=False)
+    assert isinstance(on._caller(), FastWire)
+    assert off._caller() is client
+    monkeypatch.setenv("IDEMPOTENCY_FAST_WIRE", "0")
+    assert DynamoDBStore("idempotency", client=client)._caller() is client
+
+
+def test_endpoint_discovery_sends_the_calls_through_the_client() -> None:
+    client = plain_client(config=Config(endpoint_discovery_enabled=True))
+    assert not FastWire(client).usable("put_item")
+    assert FastWire(plain_client()).usable("put_item")
