@@ -47,9 +47,11 @@ lint: setup
 	$(BIN)/ruff format --check layer tests functions benchmarks
 	$(BIN)/mypy
 
-## The fast wire path's conformance tests again on the botocore the Lambda Python 3.11
-## runtime ships, in a virtualenv of its own: only boto3/botocore at that pin and the test
-## tools, the package itself without its dependencies (about a minute once installed).
+## The fast wire path's conformance tests again on an older botocore, as the Lambda Python
+## 3.11 runtime ships one (its 1.34 line; the exact pin is not confirmed against Lambda's
+## table of runtime-included SDK versions: check it there and set LAMBDA_BOTOCORE), in a
+## virtualenv of its own: only boto3/botocore at that pin and the test tools, the package
+## itself without its dependencies (about a minute once installed).
 LAMBDA_BOTOCORE ?= 1.34.145
 LAMBDA_VENV := .tools/lambda-botocore
 $(LAMBDA_VENV)/.installed-$(LAMBDA_BOTOCORE): pyproject.toml
