@@ -12,6 +12,8 @@ from .storage import PLACEMENT_SIZES
 class Plan:
     cpu_rounds: int = 25
     cpu_chunk: int = 40
+    wire_rounds: int = 7
+    wire_chunk: int = 300
     latency_calls: int = 500
     import_runs: int = 15
     layer_import_runs: int = 15
@@ -37,6 +39,8 @@ class Plan:
         return cls(
             cpu_rounds=2,
             cpu_chunk=3,
+            wire_rounds=1,
+            wire_chunk=3,
             latency_calls=3,
             import_runs=1,
             layer_import_runs=1,

@@ -22,6 +22,7 @@ from . import (
     round_trips,
     storage,
     throughput,
+    wire,
 )
 from .contenders import CONTENDERS
 from .environment import describe_machine
@@ -31,6 +32,7 @@ from .workload import create_table, dynamodb_client
 
 SECTIONS = (
     "cpu",
+    "wire",
     "round_trips",
     "latency",
     "cold_start",
@@ -58,6 +60,38 @@ def _check_sections(only: Iterable[str]) -> set[str]:
     if unknown:
         raise ValueError(f"unknown sections: {', '.join(sorted(unknown))}")
     return wanted
+
+
+def _cpu_sections(
+    plan: Plan,
+    endpoint_url: str,
+    tables: dict[str, str],
+    wanted: set[str],
+    log: Callable[[str], None],
+) -> dict[str, Section]:
+    """CPU and round trips per invocation, and the fast wire path against boto3."""
+    sections = {}
+    if wanted & {"cpu", "round_trips"}:
+        log("recording the scenarios on DynamoDB Local")
+        recorded = cpu.record_all(endpoint_url, tables)
+        sections["round_trips"] = round_trips.section(recorded)
+        if "cpu" in wanted:
+            log("CPU per invocation, answered from the recordings")
+            sections["cpu"] = cpu.section(
+                cpu.measure(
+                    recorded,
+                    endpoint_url,
+                    tables["ours"],
+                    rounds=plan.cpu_rounds,
+                    chunk=plan.cpu_chunk,
+                )
+            )
+    if "wire" in wanted:
+        log("the fast wire path against boto3, per call and per invocation")
+        sections["wire"] = wire.section(
+            wire.measure(endpoint_url, plan.wire_rounds, plan.wire_chunk)
+        )
+    return sections
 
 
 def _storage_sections(
@@ -106,21 +140,7 @@ def run(
             )
             for contender in CONTENDERS
         }
-        if wanted & {"cpu", "round_trips"}:
-            log("recording the scenarios on DynamoDB Local")
-            recorded = cpu.record_all(endpoint_url, tables)
-            sections["round_trips"] = round_trips.section(recorded)
-            if "cpu" in wanted:
-                log("CPU per invocation, answered from the recordings")
-                sections["cpu"] = cpu.section(
-                    cpu.measure(
-                        recorded,
-                        endpoint_url,
-                        tables["ours"],
-                        rounds=plan.cpu_rounds,
-                        chunk=plan.cpu_chunk,
-                    )
-                )
+        sections.update(_cpu_sections(plan, endpoint_url, tables, wanted, log))
         if "latency" in wanted:
             log("end-to-end latency")
             sections["latency"] = latency.section(
