@@ -34,24 +34,12 @@ OWN_ITEM = "an item of its own"
 
 
 @contextlib.contextmanager
-def results_in_the_record() -> Iterator[None]:
-    """Every result in the record while an item can hold it: the layout before 1 KB records."""
-    from lambda_idempotency._store import INLINE_RESULT_BYTES, DynamoDBStore
-
-    original = DynamoDBStore.inline_limit
-    DynamoDBStore.inline_limit = lambda self, pk, **_: INLINE_RESULT_BYTES  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        DynamoDBStore.inline_limit = original  # type: ignore[method-assign]
-
-
-@contextlib.contextmanager
-def results_in_their_own_items() -> Iterator[None]:
+def _inline_limit(limit: int) -> Iterator[None]:
+    """Every result kept in the record up to `limit` stored bytes, whatever the key."""
     from lambda_idempotency._store import DynamoDBStore
 
     original = DynamoDBStore.inline_limit
-    DynamoDBStore.inline_limit = lambda self, pk, **_: 0  # type: ignore[method-assign]
+    DynamoDBStore.inline_limit = lambda self, pk, **_: limit  # type: ignore[method-assign]
     try:
         yield
     finally:
@@ -72,7 +60,11 @@ class Placement:
 
 
 def _placed(where: str) -> contextlib.AbstractContextManager[None]:
-    return results_in_the_record() if where == RECORD else results_in_their_own_items()
+    """In the record while an item can hold it (the layout before 1 KB records), or always in
+    an item of its own."""
+    from lambda_idempotency._store import INLINE_RESULT_BYTES
+
+    return _inline_limit(INLINE_RESULT_BYTES if where == RECORD else 0)
 
 
 def measure_one(endpoint_url: str, size: int, where: str, calls: int) -> Placement:
