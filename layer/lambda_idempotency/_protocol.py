@@ -16,7 +16,7 @@ import random
 import warnings
 import zlib
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, TypeVar
 
 from . import _encoding, _execution, _keys, _waiting
 from ._cache import CachedResult, ResultCache
@@ -34,6 +34,7 @@ from ._execution import Execution
 from ._log import emit
 from ._record import Record, ReplayInfo, Status
 from ._store import DynamoDBStore
+from ._value import Value
 
 T = TypeVar("T")
 OnReplay = Callable[[Any, ReplayInfo], Any]
@@ -62,7 +63,7 @@ _CLAIMED: Any = object()
 CORRUPT = "StoredResultUnreadable"
 
 
-class Settings(NamedTuple):
+class Settings(Value):
     """One decorator's configuration. Never shared, never mutated after decoration."""
 
     key: Callable[[Any], Any]
