@@ -44,6 +44,8 @@ else:
             fields = cls._fields
             if not kwargs and len(args) == len(fields):
                 return tuple.__new__(cls, args)
+            if not args and len(kwargs) == len(fields) and all(name in kwargs for name in fields):
+                return tuple.__new__(cls, [kwargs[name] for name in fields])
             if len(args) > len(fields):
                 raise TypeError(f"{cls.__name__} takes {len(fields)} arguments, {len(args)} given")
             values = list(args)
