@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
 
-from . import _encoding, _execution, _keys, _waiting
+from . import _encoding, _execution, _keys
 from ._cache import CachedResult, ResultCache
 from ._clock import Clock
 from ._errors import (
@@ -436,7 +436,10 @@ class Idempotency:
         self, store: DynamoDBStore, held: Record, payload_hash: str | None, deadline_ms: int
     ) -> Record | None:
         """Poll until the holder completes (its record), leaves or lapses (None), or our
-        own time runs short (InProgressError). When to poll: `_waiting`."""
+        own time runs short (InProgressError). When to poll: `_waiting`, imported here: only
+        a duplicate told to wait needs it, and no cold start pays for it."""
+        from . import _waiting
+
         clock = self.settings.clock
         self._count("waiting", logging.DEBUG, held.pk)
         skew = self.settings.skew_ms
