@@ -11,7 +11,7 @@ The code lives in private modules, one idea each; this module is the public surf
 import typing as _typing
 
 from ._clock import Clock, SystemClock
-from ._decorators import Options, idempotent, idempotent_function
+from ._decorators import idempotent, idempotent_function
 from ._errors import (
     CompletionConflictError,
     ConfigurationError,
@@ -33,11 +33,12 @@ from ._errors import (
 from ._execution import Execution, current_execution
 from ._protocol import OnReplay
 from ._record import AttributeNames, Record, ReplayInfo, Status
-from ._store import DynamoDBStore, PowertoolsOptions
+from ._store import DynamoDBStore
 
 if _typing.TYPE_CHECKING:
     from ._batch import BatchResponse, idempotent_record, process_batch
     from ._http import HttpResponse, idempotent_http
+    from ._options import Options, PowertoolsOptions
 
 _FRONT_ENDS = {
     "BatchResponse": "_batch",
@@ -45,8 +46,11 @@ _FRONT_ENDS = {
     "process_batch": "_batch",
     "HttpResponse": "_http",
     "idempotent_http": "_http",
+    "Options": "_options",
+    "PowertoolsOptions": "_options",
 }
-"""Imported on first use: a handler pays at cold start only for the front end it uses."""
+"""Imported on first use: a handler pays at cold start only for the front end it uses, and
+nothing for the option types, which only a type checker or a reader needs."""
 
 
 def __getattr__(name: str) -> _typing.Any:

@@ -15,13 +15,16 @@ import functools
 import inspect
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, Literal, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack
 
 from . import _execution, _keys
-from ._decorators import Options, build_engine
+from ._decorators import build_engine
 from ._errors import NotABatchEventError
 from ._keys import Selector
 from ._protocol import Idempotency
+
+if TYPE_CHECKING:
+    from ._options import Options
 
 R = TypeVar("R")
 EventType = Literal["SQS", "KinesisDataStreams", "DynamoDBStreams"]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import NamedTuple
+
+from ._value import Value
 
 
-class CachedResult(NamedTuple):
+class CachedResult(Value):
     expiration: int
     """Epoch seconds, as stored: the cache never outlives the record."""
     payload_hash: str | None

@@ -25,9 +25,10 @@ import types
 import typing
 import zlib
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from ._errors import IdempotencyError, ResultNotSerializableError, ResultTooLargeError
+from ._value import Value
 
 PLAIN = b"j"
 COMPRESSED = b"z"
@@ -72,7 +73,7 @@ _TYPED_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True)
 """ASCII: lone surrogates survive as escapes."""
 
 
-class Encoded(NamedTuple):
+class Encoded(Value):
     """A result ready to store. `document` (the JSON, for the warm cache) is None when the
     result could not be stored and `blob` is a NOT_STORED marker; `problem` says why."""
 

@@ -16,10 +16,10 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ParamSpec, Required, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, ParamSpec, Required, TypedDict, TypeVar, Unpack
 
 from . import _execution, _keys
-from ._decorators import Options, build_engine
+from ._decorators import build_engine
 from ._errors import (
     ConfigurationError,
     InProgressError,
@@ -33,6 +33,9 @@ from ._log import emit
 from ._protocol import Idempotency, OnReplay
 from ._tenant import authorizer_principal  # noqa: F401 (its former home; still importable)
 from ._tenant import principal_or_anonymous as _principal_or_anonymous
+
+if TYPE_CHECKING:
+    from ._options import Options
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -42,11 +42,12 @@ from ._store import (
     RECORD_EXPIRED,
     STILL_IN_PROGRESS,
     DynamoDBStore,
-    PowertoolsOptions,
 )
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+    from ._options import PowertoolsOptions
 
 IN_PROGRESS = "INPROGRESS"
 COMPLETED = "COMPLETED"

@@ -16,9 +16,9 @@ import random
 import warnings
 import zlib
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple, TypeVar
+from typing import Any, Literal, TypeVar
 
-from . import _encoding, _execution, _keys, _waiting
+from . import _encoding, _execution, _keys
 from ._cache import CachedResult, ResultCache
 from ._clock import Clock
 from ._errors import (
@@ -34,6 +34,7 @@ from ._execution import Execution
 from ._log import emit
 from ._record import Record, ReplayInfo, Status
 from ._store import DynamoDBStore
+from ._value import Value
 
 T = TypeVar("T")
 OnReplay = Callable[[Any, ReplayInfo], Any]
@@ -62,7 +63,7 @@ _CLAIMED: Any = object()
 CORRUPT = "StoredResultUnreadable"
 
 
-class Settings(NamedTuple):
+class Settings(Value):
     """One decorator's configuration. Never shared, never mutated after decoration."""
 
     key: Callable[[Any], Any]
@@ -435,7 +436,10 @@ class Idempotency:
         self, store: DynamoDBStore, held: Record, payload_hash: str | None, deadline_ms: int
     ) -> Record | None:
         """Poll until the holder completes (its record), leaves or lapses (None), or our
-        own time runs short (InProgressError). When to poll: `_waiting`."""
+        own time runs short (InProgressError). When to poll: `_waiting`, imported here: only
+        a duplicate told to wait needs it, and no cold start pays for it."""
+        from . import _waiting
+
         clock = self.settings.clock
         self._count("waiting", logging.DEBUG, held.pk)
         skew = self.settings.skew_ms

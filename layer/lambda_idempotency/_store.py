@@ -23,7 +23,7 @@ import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -31,10 +31,13 @@ from ._encoding import CHUNKED
 from ._errors import CompletionConflictError, ConfigurationError, StoreError
 from ._keys import NATIVE_KEYS, KeyLayout
 from ._record import AttributeNames, Record, Status
+from ._value import Value
 from ._version import VERSION
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+    from ._options import PowertoolsOptions
 
 # -- Condition fragments. Expired items linger for days, so "expired" counts as "absent".
 KEY_ABSENT = "attribute_not_exists(#pk)"
@@ -117,21 +120,6 @@ RETRYABLE_CANCELLATIONS = frozenset(
     }
 )
 """Cancellation reasons of a transaction that may succeed when sent again."""
-
-
-class PowertoolsOptions(TypedDict, total=False):
-    """`layout="powertools"` only: DynamoDBPersistenceLayer's attribute names, and the key
-    prefix and hash function of IdempotencyConfig and its decorators (same names, same
-    defaults)."""
-
-    key_attr: str
-    key_prefix: str | None
-    hash_function: str
-    expiry_attr: str
-    in_progress_expiry_attr: str
-    status_attr: str
-    data_attr: str
-    validation_key_attr: str
 
 
 def _default_client(endpoint_url: str | None, region_name: str | None) -> DynamoDBClient:
@@ -689,7 +677,7 @@ class DynamoDBStore:
         )
 
 
-class ScanPage(NamedTuple):
+class ScanPage(Value):
     records: list[Record]
     scanned: int
     """Items read for this page, matching or not: a scan's cost follows these."""
