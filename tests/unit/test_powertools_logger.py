@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,7 +46,10 @@ def test_our_lines_carry_the_users_correlation_and_appended_keys(
     moto_store: DynamoDBStore, ours: logging.Logger
 ) -> None:
     output = io.StringIO()
-    logger = Logger(service="logger-test-checkout", stream=output, level="INFO")
+    # Powertools configures a service's logger once per process and keeps its first stream:
+    # a service name of its own lets this test run twice in one process (mutmut does).
+    service = f"logger-test-checkout-{uuid.uuid4().hex}"
+    logger = Logger(service=service, stream=output, level="INFO")
     copy_config_to_registered_loggers(source_logger=logger, include={"lambda_idempotency"})
 
     @logger.inject_lambda_context(correlation_id_path="headers.correlation")
@@ -68,7 +72,7 @@ def test_our_lines_carry_the_users_correlation_and_appended_keys(
         "released",
     ]
     for line in ours_only:
-        assert line["service"] == "logger-test-checkout"
+        assert line["service"] == service
         assert line["correlation_id"] == "c-77"
         assert line["function_request_id"] == LambdaContext.aws_request_id
         assert line["tenant"] == "acme"
