@@ -89,12 +89,15 @@ bench: setup $(BIN)/.bench-installed
 	$(BIN)/python -m benchmarks --out docs
 
 ## Mutation testing (mutmut) of the modules the failure promises live in, on the fast tests;
-## MODULE=_cache for one module; JOBS=1 for one mutant at a time on a shared machine. Long:
+## MODULE=_cache for one module; JOBS=1 for one mutant at a time on a shared machine;
+## SAMPLE=150 for a random sample of a module's mutants (an estimate, with its interval). Long:
 ## see docs/testing.md. Results stay in mutants/.
 MODULE ?=
 JOBS ?=
+SAMPLE ?=
 mutate: setup
-	$(BIN)/python -m tests.mutation $(if $(JOBS),--max-children $(JOBS)) $(MODULE)
+	$(BIN)/python -m tests.mutation $(if $(JOBS),--max-children $(JOBS)) \
+		$(if $(SAMPLE),--sample $(SAMPLE)) $(MODULE)
 
 ## The reliability suite's long trials (faults injected on DynamoDB Local, 100 trials per
 ## scenario; tests/reliability runs a few of each in CI): writes docs/reliability.md.

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import fnmatch
 import itertools
+import math
 import os
+import random
 import subprocess
 import sys
 import time
@@ -112,6 +114,31 @@ def mutant_patterns(module: str | None) -> list[str]:
     ]
 
 
+SAMPLE_SEED = 20261124
+"""Fixed, so a sample can be run again after new tests and compared mutant for mutant."""
+
+
+def sample_of(module: str | None, size: int, env: dict[str, str]) -> list[str]:
+    """`size` of the module's mutants drawn at random: an unbiased estimate of its score when
+    the whole module would take hours. mutmut names mutants only once it has made them: a run
+    on a pattern that matches none makes them and tests nothing."""
+    patterns = mutant_patterns(module)
+    if not results(patterns):
+        making = [_mutmut(), "run", "lambda_idempotency.__none__"]
+        subprocess.run(making, check=True, cwd=ROOT, env=env)
+    every = sorted(results(patterns))
+    return sorted(random.Random(SAMPLE_SEED).sample(every, min(size, len(every))))
+
+
+def wilson_interval(caught: int, tested: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95 % interval of a proportion estimated from a sample (Wilson's score interval)."""
+    share = caught / tested
+    centre = (share + z * z / (2 * tested)) / (1 + z * z / tested)
+    spread = z * math.sqrt(share * (1 - share) / tested + z * z / (4 * tested * tested))
+    spread /= 1 + z * z / tested
+    return 100 * (centre - spread), 100 * min(1.0, centre + spread)
+
+
 def results(patterns: list[str]) -> dict[str, str]:
     """Each mutant of the run and its status (killed, survived, timeout, no tests, ...)."""
     listing = subprocess.run(
@@ -161,9 +188,13 @@ def _only_mutate() -> list[str]:
 def main(argv: list[str]) -> int:
     from lambda_idempotency._dev.dynamodb_local import DynamoDBLocal
 
-    options = []
-    if argv[:1] == ["--max-children"]:  # e.g. 1 on a machine shared with other work
-        options, argv = argv[:2], argv[2:]
+    options, sample = [], 0
+    while argv[:1] in (["--max-children"], ["--sample"]):
+        if argv[0] == "--max-children":  # e.g. 1 on a machine shared with other work
+            options += argv[:2]
+        else:  # a random sample of N mutants when the whole module would take hours
+            sample = int(argv[1])
+        argv = argv[2:]
     module = argv[0] if argv else None
     names = argv[1:]  # given mutants only, e.g. the survivors of a run, after new tests
     link = ROOT / "src"
@@ -174,15 +205,20 @@ def main(argv: list[str]) -> int:
     started = time.monotonic()
     with DynamoDBLocal() as local:
         env = {**os.environ, ENDPOINT: local.endpoint_url}
+        if sample and not names:
+            names = sample_of(module, sample, env)
         command = [_mutmut(), "run", *options, *(names or mutant_patterns(module))]
         run = subprocess.run(command, check=False, cwd=ROOT, env=env)
     minutes = (time.monotonic() - started) / 60
-    statuses = results(mutant_patterns(module))
+    statuses = results(names if sample else mutant_patterns(module))
     count = Counter(statuses.values())
     caught = count["killed"] + count["timeout"] + count["caught by type check"]
     tested = caught + count["survived"] + count["suspicious"]
     score = 100 * caught / tested if tested else 0.0
     print(f"\nsurvived: {sorted(name for name, s in statuses.items() if s == 'survived')}")
+    if sample and tested:
+        low, high = wilson_interval(caught, tested)
+        print(f"sampled (seed {SAMPLE_SEED}): the module's score is {low:.1f}-{high:.1f} % (95 %)")
     print(
         f"mutation testing of {module or 'the promise modules'}: {len(statuses)} mutants, "
         f"{count['killed']} killed, {count['survived']} survived, {count['timeout']} timeout, "
