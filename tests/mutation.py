@@ -106,7 +106,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def mutant_patterns(module: str | None) -> list[str]:
-    """mutmut's mutant names are `lambda_idempotency.<module>.<function>__mutmut_<n>`."""
+    """mutmut's mutant names are `lambda_idempotency.<module>.<function>__mutmut_<n>`;
+    `store-policy` names the functions of `_http` and `_batch` in STORE_POLICY."""
+    if module == "store-policy":
+        return [f"lambda_idempotency.{name}*" for name in STORE_POLICY]
     if module:
         return [f"lambda_idempotency.{module.removesuffix('.py')}.*"]
     return [f"lambda_idempotency.{name}.*" for name in PROMISE_MODULES] + [
