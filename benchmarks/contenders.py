@@ -10,7 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .workload import KEY_SELECTION, PAYLOAD_SELECTION, Handler
+from .workload import (
+    KEY_SELECTION,
+    PAYLOAD_SELECTION,
+    Handler,
+    dynamodb_client,
+    our_default_client,
+)
 
 InProgressPolicy = Literal["raise", "wait"]
 
@@ -27,6 +33,8 @@ class Contender:
     """wrap(client, table, handler, *, cache, on_in_progress) -> the decorated handler."""
     in_progress_error: Callable[[], type[BaseException]]
     """The exception a duplicate gets while the key is in flight."""
+    default_client: Callable[[str], Any] = dynamodb_client
+    """default_client(endpoint_url) -> the client the library makes when given none."""
 
 
 def _wrap_ours(
@@ -94,6 +102,7 @@ OURS = Contender(
     key_attribute="pk",
     wrap=_wrap_ours,
     in_progress_error=_ours_in_progress,
+    default_client=our_default_client,
 )
 POWERTOOLS = Contender(
     name="Powertools",

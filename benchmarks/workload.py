@@ -173,6 +173,18 @@ def dynamodb_client(endpoint_url: str, *, max_pool_connections: int = 10) -> Any
     )
 
 
+def our_default_client(endpoint_url: str) -> Any:
+    """The client our store makes for itself (fixed user agent, no client-side validation),
+    on this endpoint: what a user who passes no client runs."""
+    import os
+
+    from lambda_idempotency._store import _default_client
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "benchmark")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "benchmark")
+    return _default_client(endpoint_url, REGION)
+
+
 def create_table(client: Any, name: str, key_attribute: str) -> str:
     """A table keyed on each library's own hash key attribute."""
     from lambda_idempotency import AttributeNames
