@@ -175,6 +175,7 @@ class FastWire:
         parts = wire_parts()
         self._AWSRequest = _signing_request_class() if parts is None else parts.request
         self._sigv4: type | None = None if parts is None else parts.sigv4
+        self._headers_dict: type | None = None if parts is None else parts.headers
         self._encode_headers = self._endpoint._encode_headers if parts is None else None
 
     def put_item(self, **params: Any) -> dict[str, Any]:
@@ -363,6 +364,9 @@ class FastWire:
             http = self._endpoint.http_session.send(prepared) if http is None else http[1]
         except Exception as exc:
             return None, exc
+        headers = getattr(http, "headers", None)
+        if self._headers_dict is not None and type(headers) is self._headers_dict.__base__:
+            headers.__class__ = self._headers_dict  # the same headers, read cheaper
         response_dict = self._convert_to_response_dict(http, plan.operation_model)
         try:
             parsed = self._parser.parse(response_dict, plan.operation_model.output_shape)

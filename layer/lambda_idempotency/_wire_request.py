@@ -16,7 +16,7 @@ fast wire path then builds botocore's own objects.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import ItemsView, Iterator
 from typing import Any, NamedTuple
 
 
@@ -26,6 +26,9 @@ class WireParts(NamedTuple):
     and whose `prepare` builds the prepared request directly (headers encoded)."""
     sigv4: type
     """botocore's SigV4Auth, picking the headers it signs into a `SigningHeaders`."""
+    headers: type
+    """botocore's HeadersDict, cheaper to copy, iterate and look up (a response's headers
+    are read a dozen times: retry checks, the parser's metadata)."""
 
 
 def wire_parts() -> WireParts | None:
@@ -40,6 +43,7 @@ def wire_parts() -> WireParts | None:
 
     try:
         key_class = awsrequest._HeaderKey
+        key_class("Host")._key  # noqa: B018
         awsrequest.HeadersDict()._dict  # noqa: B018  (what `prepare` fills)
         prepared_class = awsrequest.AWSPreparedRequest
         auth.SigV4Auth.headers_to_sign  # noqa: B018
@@ -104,6 +108,34 @@ def wire_parts() -> WireParts | None:
             return value
         return policy.header_fetch_parse(name, value)
 
+    class WireHeadersDict(awsrequest.HeadersDict):  # type: ignore[misc]
+        """The prepared request's HeadersDict (the same keys, matched the same way), copied,
+        iterated and looked up without a detour through `Mapping`'s generic methods: urllib3
+        copies the headers, iterates them twice and looks some up for every request."""
+
+        def __iter__(self) -> Iterator[str]:
+            return iter([key._key for key in self._dict])
+
+        def __contains__(self, name: object) -> bool:
+            return key_class(name) in self._dict
+
+        def get(self, name: str, default: Any = None) -> Any:
+            return self._dict.get(key_class(name), default)
+
+        def items(self) -> Any:
+            return WireItems(self)
+
+        def copy(self) -> Any:
+            copied = WireHeadersDict()
+            copied._dict = dict(self._dict)
+            return copied
+
+    class WireItems(ItemsView[str, Any]):
+        _mapping: Any
+
+        def __iter__(self) -> Iterator[tuple[str, Any]]:
+            return iter([(key._key, value) for key, value in self._mapping._dict.items()])
+
     class WireRequest(awsrequest.AWSRequest):  # type: ignore[misc]
         def __init__(self, *, method: str, url: str, data: bytes, headers: dict[str, str]):
             super().__init__(method=method, url=url, data=data)
@@ -124,7 +156,7 @@ def wire_parts() -> WireParts | None:
                     if isinstance(value, str):
                         self.headers[name] = value.encode("utf-8")
                 return awsrequest.AWSRequest.prepare(self)
-            headers = awsrequest.HeadersDict()
+            headers = WireHeadersDict()
             pairs = headers._dict
             for name, value in self.headers.items():
                 pairs[key_class(name)] = value.encode("utf-8") if isinstance(value, str) else value
@@ -177,4 +209,4 @@ def wire_parts() -> WireParts | None:
             key = sign(None, key, part)
         return key  # type: ignore[no-any-return]
 
-    return WireParts(WireRequest, WireSigV4Auth)
+    return WireParts(WireRequest, WireSigV4Auth, WireHeadersDict)

@@ -697,3 +697,38 @@ def test_a_request_hook_sees_botocores_header_behaviour(
         outcomes.append((dict(seen), comparable(request.headers)))
     assert outcomes[1] == outcomes[0]
     assert outcomes[0][0]["all"] == ["one", "two"]
+
+
+def test_a_send_hook_sees_botocores_prepared_headers(
+    fixed_ids: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What moto, recorders and urllib3 do with a prepared request's headers (look up in any
+    case, test, iterate, copy and change the copy) goes as with botocore's HeadersDict."""
+
+    def uses(headers: Any) -> Any:
+        copied = headers.copy()
+        copied["x-amz-target"] = "changed"
+        del copied["CONTENT-TYPE"]
+        return (
+            isinstance(headers, botocore.awsrequest.HeadersDict),
+            headers.get("x-AMZ-target"),
+            headers.get("nope", "default"),
+            "content-length" in headers,
+            "nope" in headers,
+            list(headers),
+            list(headers.items()),
+            len(headers),
+            sorted(copied.items()),
+            headers["X-Amz-Target"],
+        )
+
+    seen = []
+    for through_wire in (False, True):
+        monkeypatch.setattr(uuid, "uuid4", counting_uuids())
+        client = our_client()
+        client.meta.events.register(
+            "before-send.dynamodb", lambda request, **_: seen.append(uses(request.headers))
+        )
+        caller = FastWire(client) if through_wire else client
+        sent(client, caller, CALLS[0], [answer()])
+    assert seen[1] == seen[0]
