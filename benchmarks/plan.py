@@ -12,8 +12,8 @@ from .storage import PLACEMENT_SIZES
 class Plan:
     cpu_rounds: int = 25
     cpu_chunk: int = 40
-    wire_rounds: int = 7
-    wire_chunk: int = 300
+    wire_rounds: int = 15
+    wire_chunk: int = 120
     latency_calls: int = 500
     import_runs: int = 15
     layer_import_runs: int = 15

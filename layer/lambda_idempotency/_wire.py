@@ -8,7 +8,10 @@ table, and hands the request to the client's own `Endpoint`: so signing (botocor
 client's credentials, refreshed as botocore refreshes them), `request-created`, `before-send`
 (moto, recorders, fault injectors), the client's HTTP session, the response parser,
 `needs-retry` (standard, adaptive and legacy modes, the shared quota, DynamoDB's x-amz-crc32)
-and `after-call` are botocore's own, unchanged. Errors are the client's own exception classes.
+and `after-call` are botocore's own. Errors are the client's own exception classes. Two of
+those parts are made cheaper without changing what they produce: the request's headers and
+SigV4's choice of signed headers (`_wire_request`), and the parser's walk of the model, compiled
+once per shape, with an error's body decoded once (`_wire_parse`).
 
 It steps aside, call by call, for anything it cannot honour: a handler on an event it skips
 (a Stubber, endpoint discovery, a user's hook), a patched `_make_api_call` (X-Ray,
@@ -117,7 +120,7 @@ class FastWire:
             self._choose_signer = self._signer._choose_signer
             self._signing_name = self._signer._signing_name
             self._region_name = self._signer._region_name
-            self._parser = self._endpoint._response_parser_factory.create_parser("json")
+            parser = self._endpoint._response_parser_factory.create_parser("json")
             for private in (
                 "_update_retries_context",
                 "_needs_retry",
@@ -129,7 +132,7 @@ class FastWire:
             raise CannotHonourError(f"botocore without {exc.name}") from exc
         from botocore.endpoint import convert_to_response_dict
 
-        self._AWSRequest = _signing_request_class()
+        self._use_cheaper_parts(parser)
         self._convert_to_response_dict = convert_to_response_dict
         if getattr(self._config, "auth_scheme_preference", None):
             raise CannotHonourError("an auth scheme preference")
@@ -160,6 +163,20 @@ class FastWire:
 
     def __repr__(self) -> str:
         return f"FastWire({self.client!r})"
+
+    def _use_cheaper_parts(self, parser: Any) -> None:
+        """botocore's parser, request and signer, made cheaper where this botocore has the
+        private parts that relies on; else its own (still built and signed directly)."""
+        from ._wire_parse import compiled_parser
+        from ._wire_request import wire_parts
+
+        self._parser = compiled_parser(parser)
+        self._forget_answer: Callable[[], None] = getattr(self._parser, "forget", _nothing)
+        parts = wire_parts()
+        self._AWSRequest = _signing_request_class() if parts is None else parts.request
+        self._sigv4: type | None = None if parts is None else parts.sigv4
+        self._headers_dict: type | None = None if parts is None else parts.headers
+        self._encode_headers = self._endpoint._encode_headers if parts is None else None
 
     def put_item(self, **params: Any) -> dict[str, Any]:
         return self._call("put_item", params)
@@ -318,6 +335,8 @@ class FastWire:
             region_name=signing.get("region", self._region_name),
             signature_version=resolved.signature_version,
         )
+        if self._sigv4 is not None and type(auth) is self._sigv4.__base__:
+            auth.__class__ = self._sigv4  # botocore's SigV4Auth, picking headers cheaper
         auth.add_auth(request)
 
     def _attempt(
@@ -336,7 +355,8 @@ class FastWire:
                 self._sign(request, resolved)
             else:
                 handler(request=request, operation_name=plan.name, event_name=plan.created_event)
-        self._endpoint._encode_headers(request.headers)
+        if self._encode_headers is not None:
+            self._encode_headers(request.headers)
         prepared = request.prepare()  # Endpoint.prepare_request, without its hooks
         try:
             responses = self._events.emit(plan.send_event, request=prepared)
@@ -344,12 +364,18 @@ class FastWire:
             http = self._endpoint.http_session.send(prepared) if http is None else http[1]
         except Exception as exc:
             return None, exc
+        headers = getattr(http, "headers", None)
+        if self._headers_dict is not None and type(headers) is self._headers_dict.__base__:
+            headers.__class__ = self._headers_dict  # the same headers, read cheaper
         response_dict = self._convert_to_response_dict(http, plan.operation_model)
-        parsed = self._parser.parse(response_dict, plan.operation_model.output_shape)
-        if http.status_code >= 300:
-            self._endpoint._add_modeled_error_fields(
-                response_dict, parsed, plan.operation_model, self._parser
-            )
+        try:
+            parsed = self._parser.parse(response_dict, plan.operation_model.output_shape)
+            if http.status_code >= 300:
+                self._endpoint._add_modeled_error_fields(
+                    response_dict, parsed, plan.operation_model, self._parser
+                )
+        finally:
+            self._forget_answer()
         return (http, parsed), None
 
     def _resolved_endpoint(self, plan: _Plan, params: Mapping[str, Any]) -> _ResolvedEndpoint:
@@ -568,6 +594,10 @@ def _urljoin(endpoint_url: str) -> str:
     request = {"headers": {}, "url_path": "/", "query_string": ""}
     prepare_request_dict(request, endpoint_url=endpoint_url)
     return str(request["url"])
+
+
+def _nothing() -> None:
+    pass
 
 
 def _untyped(value: Any) -> Any:

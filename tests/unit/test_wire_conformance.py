@@ -10,6 +10,7 @@ on an event the fast path skips)."""
 
 from __future__ import annotations
 
+import json
 import random
 import time
 import uuid
@@ -18,17 +19,22 @@ from typing import Any
 
 import boto3
 import botocore
+import botocore.auth
+import botocore.awsrequest
 import botocore.client
 import botocore.endpoint
+import botocore.parsers
 import pytest
 import wrapt
 from botocore.config import Config
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 from botocore.stub import Stubber
 
-from lambda_idempotency import DynamoDBStore
+from lambda_idempotency import DynamoDBStore, _wire_request
 from lambda_idempotency._store import _default_client
 from lambda_idempotency._wire import FastWire, fast_wire
+from lambda_idempotency._wire_parse import compiled_parser
+from lambda_idempotency._wire_request import wire_parts
 from tests.wire_conformance import (
     Call,
     Scripted,
@@ -477,3 +483,252 @@ def test_endpoint_discovery_sends_the_calls_through_the_client() -> None:
     client = plain_client(config=Config(endpoint_discovery_enabled=True))
     assert not FastWire(client).usable("put_item")
     assert FastWire(plain_client()).usable("put_item")
+
+
+# -- every answer the store reads, parsed as botocore parses it -----------------------------
+
+RICH_ITEM = {
+    "pk": {"S": "k"},
+    "status": {"S": "COMPLETED"},
+    "expiration": {"N": "1800003600"},
+    "lease_until": {"N": "-1.5e3"},
+    "result": {"B": "AP8="},
+    "chunks": {"BS": ["YQ==", "AQ=="]},
+    "tags": {"SS": ["a", "b"]},
+    "counts": {"NS": ["1", "0.25"]},
+    "gone": {"NULL": True},
+    "flag": {"BOOL": False},
+    "nested": {
+        "M": {
+            "list": {"L": [{"S": "x"}, {"N": "2"}, {"M": {"deep": {"B": "AQ=="}}}, {"L": []}]},
+            "empty": {"M": {}},
+        }
+    },
+}
+CAPACITY = {
+    "TableName": "idempotency",
+    "CapacityUnits": 1.5,
+    "WriteCapacityUnits": 1.0,
+    "Table": {"CapacityUnits": 1.5},
+    "GlobalSecondaryIndexes": {"by-status": {"ReadCapacityUnits": 0.5}},
+}
+METRICS = {"ItemCollectionKey": {"pk": {"S": "k"}}, "SizeEstimateRangeGB": [0.0, 1.0]}
+SHAPED_ANSWERS: dict[str, tuple[Call, dict[str, Any]]] = {
+    "claim: the old item, capacity and metrics": (
+        CALLS[0],
+        {"Attributes": RICH_ITEM, "ConsumedCapacity": CAPACITY, "ItemCollectionMetrics": METRICS},
+    ),
+    "complete: capacity and metrics per table": (
+        CALLS[2],
+        {"ConsumedCapacity": [CAPACITY], "ItemCollectionMetrics": {"idempotency": [METRICS]}},
+    ),
+    "get: the item": (CALLS[4], {"Item": RICH_ITEM, "ConsumedCapacity": CAPACITY}),
+    "get: no item": (CALLS[4], {}),
+    "batch write: unprocessed writes": (
+        CALLS[5],
+        {
+            "UnprocessedItems": {
+                "idempotency": [
+                    {"PutRequest": {"Item": RICH_ITEM}},
+                    {"DeleteRequest": {"Key": {"pk": {"S": "k"}}}},
+                ]
+            },
+            "ConsumedCapacity": [CAPACITY],
+        },
+    ),
+    "batch get: items and unprocessed keys": (
+        CALLS[6],
+        {
+            "Responses": {"idempotency": [RICH_ITEM, {"pk": {"S": "k#1"}}]},
+            "UnprocessedKeys": {
+                "idempotency": {
+                    "Keys": [{"pk": {"S": "k#2"}}],
+                    "ConsistentRead": True,
+                    "ProjectionExpression": "#r",
+                    "ExpressionAttributeNames": {"#r": "result"},
+                }
+            },
+        },
+    ),
+    "a member this botocore does not know": (CALLS[4], {"Item": RICH_ITEM, "NewThing": [1]}),
+    "a null in a list": (CALLS[4], {"Item": {"l": {"L": [None, {"S": "x"}]}}}),
+    "a null attribute value": (CALLS[4], {"Item": {"a": None}}),
+    "a value of a type newer than this botocore": (CALLS[4], {"Item": {"a": {"V": "1"}}}),
+    "a value with two types": (CALLS[4], {"Item": {"a": {"S": "1", "N": "1"}}}),
+    "an item that is not an object": (CALLS[4], {"Item": "k"}),
+}
+
+
+@pytest.mark.parametrize(("call", "body"), SHAPED_ANSWERS.values(), ids=SHAPED_ANSWERS.keys())
+def test_each_answer_shape_parses_as_through_boto3(call: Call, body: dict[str, Any]) -> None:
+    """Blobs as bytes, numbers as the strings DynamoDB sent, nested maps and lists, capacity
+    as floats; and what a compiled parser does not know goes to botocore's, which decides."""
+    scripted = answer(body=json.dumps(body).encode())
+    through_client, through_wire = both_ways(our_client, [scripted], call)
+    same_outcome(through_client, through_wire)
+
+
+ERROR_BODIES = {
+    "a 400 without a body": answer(400, b""),
+    "a 500 without a body": answer(500, b""),
+    "a 502 from a proxy, in HTML": answer(502, b"<html><body>Bad Gateway</body></html>"),
+    "a 400 whose body is not JSON": answer(400, b"not json"),
+    "a refused claim without the item": error("ConditionalCheckFailedException"),
+    "a refused claim with a blob in the item": answer(
+        400,
+        b'{"__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException", '
+        b'"Message": "refused", "Item": ' + json.dumps(RICH_ITEM).encode() + b"}",
+    ),
+    "a cancelled transaction with items": error(
+        "TransactionCanceledException",
+        CancellationReasons=[{"Code": "ConditionalCheckFailed", "Item": RICH_ITEM}, {}],
+    ),
+    "a code with a namespace and a colon": answer(
+        400, b'{"__type": "aws.dynamodb#ResourceNotFoundException:http://x", "message": "m"}'
+    ),
+}
+
+
+@pytest.mark.parametrize("scripted", ERROR_BODIES.values(), ids=ERROR_BODIES.keys())
+@pytest.mark.parametrize("call", [CALLS[0], CALLS[2], CALLS[4]], ids=["claim", "complete", "get"])
+def test_each_error_raises_as_through_boto3(
+    monkeypatch: pytest.MonkeyPatch, call: Call, scripted: Any
+) -> None:
+    monkeypatch.setattr(time, "sleep", lambda _: None)
+    through_client, through_wire = both_ways(our_client, [scripted, answer()], call)
+    same_outcome(through_client, through_wire)
+
+
+def test_an_error_body_is_decoded_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore decodes a refused claim's body twice: for its error code, then for the item."""
+    decoded: list[str] = []
+    loads = json.loads
+
+    def counting(text: Any, **options: Any) -> Any:
+        decoded.append(text)
+        return loads(text, **options)
+
+    refused = ANSWERS["a refused claim with the item"]
+    counts = []
+    for through_wire in (False, True):
+        client = our_client()
+        client.meta.events.register("before-send.dynamodb", Scripted([refused]))
+        caller = FastWire(client) if through_wire else client
+        monkeypatch.setattr(json, "loads", counting)
+        with pytest.raises(client.exceptions.ConditionalCheckFailedException):
+            caller.put_item(**CALLS[0].fresh())
+        monkeypatch.setattr(json, "loads", loads)
+        counts.append(len(decoded))
+        decoded.clear()
+    assert counts == [2, 1]
+
+
+# -- a botocore without the private parts the cheaper objects rely on -----------------------
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        (botocore.awsrequest, "_HeaderKey"),
+        (botocore.auth, "_host_from_url"),
+        (botocore.auth, "SIGNED_HEADERS_BLACKLIST"),
+    ],
+)
+def test_a_botocore_without_a_private_part_gets_no_cheaper_objects(
+    monkeypatch: pytest.MonkeyPatch, module: Any, name: str
+) -> None:
+    with monkeypatch.context() as patched:
+        patched.delattr(module, name)
+        assert wire_parts() is None
+    assert wire_parts() is not None
+
+
+@pytest.mark.parametrize("call", CALLS, ids=[f"{c.shape}-{c.method}" for c in CALLS])
+def test_without_the_cheaper_objects_the_requests_are_botocores_own(
+    fixed_ids: None, monkeypatch: pytest.MonkeyPatch, call: Call
+) -> None:
+    monkeypatch.setattr(_wire_request, "wire_parts", lambda: None)
+    requests = []
+    for through_wire in (False, True):
+        monkeypatch.setattr(uuid, "uuid4", counting_uuids())
+        client = our_client()
+        caller = FastWire(client) if through_wire else client
+        requests.append(sent(client, caller, call, [answer()]).requests[0])
+    assert requests[1].body == requests[0].body
+    assert comparable(requests[1].headers) == comparable(requests[0].headers)
+
+
+def test_a_parser_it_does_not_know_is_used_as_it_is() -> None:
+    class Parser(botocore.parsers.JSONParser):  # type: ignore[misc]
+        pass
+
+    parser = Parser()
+    assert compiled_parser(parser) is parser
+    assert type(compiled_parser(botocore.parsers.JSONParser())) is not botocore.parsers.JSONParser
+
+
+def test_a_request_hook_sees_botocores_header_behaviour(
+    fixed_ids: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request-created hook gets headers that behave as botocore's HTTPHeaders: a second
+    value is added, not replaced; reads find the first; deletes remove every one."""
+    seen: dict[str, Any] = {}
+
+    def hook(request: Any, **_: Any) -> None:
+        headers = request.headers
+        headers["X-Extra"] = "one"
+        headers["x-extra"] = "two"
+        seen["first"] = headers["X-EXTRA"]
+        seen["all"] = headers.get_all("X-Extra")
+        seen["missing"] = headers["nope"]
+        seen["in"] = ("x-extra" in headers, "nope" in headers)
+        del headers["X-Extra"]
+        seen["after"] = (headers.get("x-extra"), len(headers) == len(list(headers.keys())))
+        headers.replace_header("Content-Type", "application/x-amz-json-1.0")
+
+    outcomes = []
+    for through_wire in (False, True):
+        monkeypatch.setattr(uuid, "uuid4", counting_uuids())
+        client = our_client()
+        client.meta.events.register_first("request-created.dynamodb", hook)
+        caller = FastWire(client) if through_wire else client
+        assert not through_wire or caller.usable("get_item")
+        request = sent(client, caller, CALLS[4], [answer()]).requests[0]
+        outcomes.append((dict(seen), comparable(request.headers)))
+    assert outcomes[1] == outcomes[0]
+    assert outcomes[0][0]["all"] == ["one", "two"]
+
+
+def test_a_send_hook_sees_botocores_prepared_headers(
+    fixed_ids: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What moto, recorders and urllib3 do with a prepared request's headers (look up in any
+    case, test, iterate, copy and change the copy) goes as with botocore's HeadersDict."""
+
+    def uses(headers: Any) -> Any:
+        copied = headers.copy()
+        copied["x-amz-target"] = "changed"
+        del copied["CONTENT-TYPE"]
+        return (
+            isinstance(headers, botocore.awsrequest.HeadersDict),
+            headers.get("x-AMZ-target"),
+            headers.get("nope", "default"),
+            "content-length" in headers,
+            "nope" in headers,
+            list(headers),
+            list(headers.items()),
+            len(headers),
+            sorted(copied.items()),
+            headers["X-Amz-Target"],
+        )
+
+    seen = []
+    for through_wire in (False, True):
+        monkeypatch.setattr(uuid, "uuid4", counting_uuids())
+        client = our_client()
+        client.meta.events.register(
+            "before-send.dynamodb", lambda request, **_: seen.append(uses(request.headers))
+        )
+        caller = FastWire(client) if through_wire else client
+        sent(client, caller, CALLS[0], [answer()])
+    assert seen[1] == seen[0]

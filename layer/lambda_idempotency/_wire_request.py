@@ -1,0 +1,212 @@
+"""botocore's request, header and SigV4 objects for the fast wire path, with cheaper headers.
+
+botocore keeps a request's headers in an `HTTPHeaders`, an `email.message.Message`: every
+read and write goes through the email package's policy layer, and SigV4 builds another one
+to pick the headers it signs, twice per signature, parsing the URL each time for the host.
+That is about a third of what signing and preparing a request costs. Here the same objects
+behave the same (the multi-valued, case-insensitive header list of Python's default email
+policy, which is HTTPHeaders'; the prepared request's `HeadersDict`; botocore's SigV4 with
+its own canonical request, string to sign and signature), but headers are kept in a plain
+list, the signed headers in a dict of lists, and the host is computed once per URL.
+
+`wire_parts()` is None when the installed botocore lacks a private part relied on here: the
+fast wire path then builds botocore's own objects.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import ItemsView, Iterator
+from typing import Any, NamedTuple
+
+
+class WireParts(NamedTuple):
+    request: type
+    """An AWSRequest whose headers are `WireHeaders`, whose body is the bytes it was given,
+    and whose `prepare` builds the prepared request directly (headers encoded)."""
+    sigv4: type
+    """botocore's SigV4Auth, picking the headers it signs into a `SigningHeaders`."""
+    headers: type
+    """botocore's HeadersDict, cheaper to copy, iterate and look up (a response's headers
+    are read a dozen times: retry checks, the parser's metadata)."""
+
+
+def wire_parts() -> WireParts | None:
+    """The request and signer classes; None on a botocore without the parts they rely on."""
+    import botocore.auth
+    import botocore.awsrequest
+    import botocore.compat
+
+    auth: Any = botocore.auth  # private parts, untyped in botocore's stubs
+    awsrequest: Any = botocore.awsrequest
+    http_headers: Any = botocore.compat.HTTPHeaders
+
+    try:
+        key_class = awsrequest._HeaderKey
+        key_class("Host")._key  # noqa: B018
+        awsrequest.HeadersDict()._dict  # noqa: B018  (what `prepare` fills)
+        prepared_class = awsrequest.AWSPreparedRequest
+        auth.SigV4Auth.headers_to_sign  # noqa: B018
+        blacklist = frozenset(auth.SIGNED_HEADERS_BLACKLIST)
+        host_of = functools.lru_cache(maxsize=32)(auth._host_from_url)
+        policy = http_headers().policy
+        takes_context = "context" in prepared_class.__init__.__code__.co_varnames
+    except AttributeError:
+        return None
+    if policy.header_store_parse("a", "b") != ("a", "b") or policy.header_max_count("a"):
+        return None  # not the compat32 policy whose behaviour WireHeaders keeps
+
+    class WireHeaders(http_headers):  # type: ignore[misc]
+        """HTTPHeaders without the policy layer: values stored as given, read back as given
+        (non-ASCII text still goes through the policy, as email would return it)."""
+
+        _headers: list[tuple[str, Any]]
+
+        def __setitem__(self, name: str, value: Any) -> None:
+            self._headers.append((name, value))
+
+        def __getitem__(self, name: str) -> Any:
+            return self.get(name)
+
+        def __delitem__(self, name: str) -> None:
+            name = name.lower()
+            self._headers = [(k, v) for k, v in self._headers if k.lower() != name]
+
+        def __contains__(self, name: object) -> bool:
+            lower = str(name).lower()
+            return any(k.lower() == lower for k, _ in self._headers)
+
+        def __iter__(self) -> Iterator[str]:
+            return iter([k for k, _ in self._headers])
+
+        def __len__(self) -> int:
+            return len(self._headers)
+
+        def keys(self) -> list[str]:
+            return [k for k, _ in self._headers]
+
+        def values(self) -> list[Any]:
+            return [_fetched(k, v) for k, v in self._headers]
+
+        def items(self) -> list[tuple[str, Any]]:
+            return [(k, _fetched(k, v)) for k, v in self._headers]
+
+        def get(self, name: str, failobj: Any = None) -> Any:
+            name = name.lower()
+            for k, v in self._headers:
+                if k.lower() == name:
+                    return _fetched(k, v)
+            return failobj
+
+        def get_all(self, name: str, failobj: Any = None) -> Any:
+            name = name.lower()
+            values = [_fetched(k, v) for k, v in self._headers if k.lower() == name]
+            return values or failobj
+
+    def _fetched(name: str, value: Any) -> Any:
+        if not isinstance(value, str) or value.isascii():
+            return value
+        return policy.header_fetch_parse(name, value)
+
+    class WireHeadersDict(awsrequest.HeadersDict):  # type: ignore[misc]
+        """The prepared request's HeadersDict (the same keys, matched the same way), copied,
+        iterated and looked up without a detour through `Mapping`'s generic methods: urllib3
+        copies the headers, iterates them twice and looks some up for every request."""
+
+        def __iter__(self) -> Iterator[str]:
+            return iter([key._key for key in self._dict])
+
+        def __contains__(self, name: object) -> bool:
+            return key_class(name) in self._dict
+
+        def get(self, name: str, default: Any = None) -> Any:
+            return self._dict.get(key_class(name), default)
+
+        def items(self) -> Any:
+            return WireItems(self)
+
+        def copy(self) -> Any:
+            copied = WireHeadersDict()
+            copied._dict = dict(self._dict)
+            return copied
+
+    class WireItems(ItemsView[str, Any]):
+        _mapping: Any
+
+        def __iter__(self) -> Iterator[tuple[str, Any]]:
+            return iter([(key._key, value) for key, value in self._mapping._dict.items()])
+
+    class WireRequest(awsrequest.AWSRequest):  # type: ignore[misc]
+        def __init__(self, *, method: str, url: str, data: bytes, headers: dict[str, str]):
+            super().__init__(method=method, url=url, data=data)
+            self.headers = WireHeaders()
+            self.headers._headers = list(headers.items())
+
+        @property
+        def body(self) -> Any:
+            """The bytes we built: botocore's property prepares a whole copy of the request
+            (headers included) each time the signer reads it, to return those same bytes."""
+            return self.data
+
+        def prepare(self) -> Any:
+            """Endpoint.prepare_request: header values encoded to UTF-8 (a later header of
+            the same name wins, the first one's spelling kept), Content-Length added."""
+            if self.params or not self.data or not isinstance(self.data, bytes):
+                for name, value in self.headers.items():  # as Endpoint._encode_headers
+                    if isinstance(value, str):
+                        self.headers[name] = value.encode("utf-8")
+                return awsrequest.AWSRequest.prepare(self)
+            headers = WireHeadersDict()
+            pairs = headers._dict
+            for name, value in self.headers.items():
+                pairs[key_class(name)] = value.encode("utf-8") if isinstance(value, str) else value
+            if (
+                "Transfer-Encoding" not in headers
+                and "Content-Length" not in headers
+                and self.method not in ("GET", "HEAD", "OPTIONS")
+            ):
+                headers["Content-Length"] = str(len(self.data))
+            fields = (self.method, self.url, headers, self.data, self.stream_output)
+            if takes_context:
+                return prepared_class(*fields, self.context)
+            return prepared_class(*fields)  # botocore before 1.35: no context there
+
+    class SigningHeaders(dict[str, list[Any]]):
+        """The headers SigV4 signs, lower-cased, each with its values in order: what
+        `canonical_headers` and `signed_headers` read (`in`, iteration, `get_all`)."""
+
+        def get_all(self, name: str, failobj: Any = None) -> Any:
+            return self.get(name, failobj)
+
+    class WireSigV4Auth(auth.SigV4Auth):  # type: ignore[misc]
+        def headers_to_sign(self, request: Any) -> Any:
+            signed = SigningHeaders()
+            for name, value in request.headers.items():
+                lower = name.lower()
+                if lower not in blacklist:
+                    signed.setdefault(lower, []).append(value)
+            if "host" not in signed:
+                signed["host"] = [host_of(request.url)]
+            return signed
+
+        def signature(self, string_to_sign: str, request: Any) -> str:
+            """The signing key derived once a day per secret, region and service (four of
+            the five HMACs a signature takes), as SigV4 derives it."""
+            key = signing_key(
+                self.credentials.secret_key,
+                request.context["timestamp"][0:8],
+                self._region_name,
+                self._service_name,
+            )
+            signed: str = self._sign(key, string_to_sign, hex=True)
+            return signed
+
+    @functools.lru_cache(maxsize=8)
+    def signing_key(secret: str, day: str, region: str, service: str) -> bytes:
+        sign = auth.SigV4Auth._sign
+        key = sign(None, f"AWS4{secret}".encode(), day)
+        for part in (region, service, "aws4_request"):
+            key = sign(None, key, part)
+        return key  # type: ignore[no-any-return]
+
+    return WireParts(WireRequest, WireSigV4Auth, WireHeadersDict)
