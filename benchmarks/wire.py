@@ -30,18 +30,9 @@ from .cpu import BotocoreMeter, Timed, interleaved_cpu
 from .recording import Recorder, Replayer
 from .report import Budget, Section, Table
 from .scenarios import FIRST_RUN, REPLAY, Subject
-from .workload import REGION, create_table, dynamodb_client
+from .workload import create_table, dynamodb_client, our_default_client
 
 _keys = itertools.count()
-
-
-def our_default_client(endpoint_url: str) -> Any:
-    """The client the store makes for itself, on this endpoint."""
-    from lambda_idempotency._store import _default_client
-
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "benchmark")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "benchmark")
-    return _default_client(endpoint_url, REGION)
 
 
 def claim_request(table: str) -> Callable[[], dict[str, Any]]:
