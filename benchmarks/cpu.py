@@ -2,10 +2,12 @@
 
 Each scenario runs once per library against DynamoDB Local while its requests and responses
 are recorded; then the same invocations are answered from that recording in botocore's
-`before-send` hook. Both libraries and a bare `PutItem` (botocore's own floor) run in one
-process, in alternating chunks, and each gets the minimum CPU time per call over its chunks:
-the least-disturbed estimate of what a call costs. A library's own CPU is its total less the
-floor times its round trips, i.e. what it adds on top of the botocore calls it has to make.
+`before-send` hook. Each library runs on the client it makes for itself when a user passes
+none (Powertools: boto3's default client; ours: the store's client and its fast wire path).
+Both libraries and a bare `PutItem` (for scale) run in one process, in alternating chunks, and
+each gets the minimum CPU time per call over its chunks: the least-disturbed estimate of what
+a call costs. Each total splits into the CPU inside the library's DynamoDB calls and the rest
+(the library's own code).
 
 Every scenario is timed twice in the same rounds: with the Lambda runtime's log handler on the
 root logger and the root at WARNING (a function that never configures logging), and with the
