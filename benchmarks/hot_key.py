@@ -4,14 +4,21 @@ All callers are released at once on a barrier; one claims the key and runs a bod
 the handler's time, the others wait and replay its result. What matters to them: how soon
 after the handler's time each has its answer, and what their polls cost the key's partition
 (every poll is a strongly consistent GetItem, counted per caller on the wire).
+
+Two ways to run the callers: as threads of one process (they share its GIL, so each one's
+round trips queue behind the others' CPU), and as processes of their own, each with its own
+client, as separate Lambda execution environments are (on this machine they still share its
+cores with each other and with DynamoDB Local).
 """
 
 from __future__ import annotations
 
 import itertools
+import multiprocessing
 import statistics
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +52,18 @@ class Trial:
         return next(w.answered for w in self.waiters if w.ran)
 
 
-def run_trial(endpoint_url: str, table: str, *, callers: int, work_seconds: float) -> Trial:
+THREADS = "threads"
+PROCESSES = "processes"
+MODES = (THREADS, PROCESSES)
+
+
+def run_trial(
+    endpoint_url: str, table: str, *, callers: int, work_seconds: float, mode: str = THREADS
+) -> Trial:
+    if mode == PROCESSES:
+        return run_trial_in_processes(
+            endpoint_url, table, callers=callers, work_seconds=work_seconds
+        )
     client = dynamodb_client(endpoint_url, max_pool_connections=callers)
     reads: dict[int, int] = {}
     claimed: dict[int, float] = {}
@@ -71,10 +89,12 @@ def run_trial(endpoint_url: str, table: str, *, callers: int, work_seconds: floa
     handler = OURS.wrap(client, table, body, cache=False, on_in_progress="wait")
     event = order_event(f"hot-key-{next(_keys)}")
     answers: list[tuple[float, int, str]] = [(0.0, 0, "no answer")] * callers
+    released: list[float] = []
     barrier = threading.Barrier(callers + 1)
 
     def caller(index: int) -> None:
         barrier.wait()
+        released.append(time.perf_counter())
         try:
             handler(event, LambdaContext())
             outcome = "result"
@@ -86,9 +106,9 @@ def run_trial(endpoint_url: str, table: str, *, callers: int, work_seconds: floa
     for thread in threads:
         thread.start()
     barrier.wait()
-    start = time.perf_counter()
     for thread in threads:
         thread.join(timeout=120)
+    start = min(released)  # the first caller past the barrier
     return Trial(
         waiters=[
             Waiter(
@@ -104,6 +124,74 @@ def run_trial(endpoint_url: str, table: str, *, callers: int, work_seconds: floa
     )
 
 
+def run_trial_in_processes(
+    endpoint_url: str, table: str, *, callers: int, work_seconds: float
+) -> Trial:
+    """One trial with every caller in a process of its own (forked, so nothing is imported
+    again), warm: its client made and one invocation of another key run before the barrier."""
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(callers + 1)
+    answers = context.Queue()
+    event = order_event(f"hot-key-{next(_keys)}")
+
+    def caller() -> None:
+        client = dynamodb_client(endpoint_url)
+        # A warm execution environment: its connection open, the store's first call made.
+        client.get_item(TableName=table, Key={OURS.key_attribute: {"S": "warm-up"}})
+        warm = OURS.wrap(client, table, Work().handler(), cache=False)
+        warm(order_event(f"hot-key-warm-up-{uuid.uuid4()}"), LambdaContext())
+        reads = 0
+        claimed: list[float] = []
+
+        def count_read(**_: Any) -> None:
+            nonlocal reads
+            reads += 1
+
+        def note_claim(**_: Any) -> None:
+            if not claimed:
+                claimed.append(time.perf_counter())
+
+        client.meta.events.register("before-send.dynamodb.GetItem", count_read)
+        client.meta.events.register("after-call.dynamodb.PutItem", note_claim)
+        work = Work(seconds=work_seconds)
+        handler = OURS.wrap(client, table, work.handler(), cache=False, on_in_progress="wait")
+        barrier.wait()
+        released = time.perf_counter()
+        try:
+            handler(event, LambdaContext())
+            outcome = "result"
+        except Exception as exc:
+            outcome = type(exc).__name__
+        finished = time.perf_counter()
+        answers.put(
+            (released, finished, claimed[0] if claimed else None, reads, work.executions, outcome)
+        )
+
+    processes = [context.Process(target=caller, daemon=True) for _ in range(callers)]
+    for process in processes:
+        process.start()
+    barrier.wait(timeout=120)
+    results = [answers.get(timeout=120) for _ in processes]
+    for process in processes:
+        process.join(timeout=30)
+    # From the first caller past the barrier (one monotonic clock in every process): this
+    # process may be scheduled after its children.
+    start = min(released for released, *_ in results)
+    return Trial(
+        waiters=[
+            Waiter(
+                finished - start,
+                (start if claimed is None else claimed) - start,
+                reads,
+                executions > 0,
+                outcome,
+            )
+            for _, finished, claimed, reads, executions, outcome in results
+        ],
+        executions=sum(executions for *_, executions, _ in results),
+    )
+
+
 def measure(
     endpoint_url: str,
     table: dict[str, str],
@@ -111,15 +199,19 @@ def measure(
     callers: int,
     trials: int,
     work_seconds: tuple[float, ...],
-) -> dict[float, list[Trial]]:
-    """Trials for each handler time, interleaved, each on a new key, after one trial left
-    out (it opens the client's connections)."""
-    results: dict[float, list[Trial]] = {seconds: [] for seconds in work_seconds}
+) -> dict[tuple[str, float], list[Trial]]:
+    """Trials for each way of running the callers and each handler time, interleaved, each on
+    a new key, after one trial left out (it opens the client's connections)."""
+    results: dict[tuple[str, float], list[Trial]] = {
+        (mode, seconds): [] for mode in MODES for seconds in work_seconds
+    }
     run_trial(endpoint_url, table["ours"], callers=callers, work_seconds=min(work_seconds))
     for _ in range(trials):
-        for seconds in work_seconds:
-            results[seconds].append(
-                run_trial(endpoint_url, table["ours"], callers=callers, work_seconds=seconds)
+        for (mode, seconds), runs in results.items():
+            runs.append(
+                run_trial(
+                    endpoint_url, table["ours"], callers=callers, work_seconds=seconds, mode=mode
+                )
             )
     return results
 
@@ -132,7 +224,10 @@ def _duration(seconds: float) -> str:
     return f"{seconds * 1e3:,.0f} ms" if seconds < 1 else f"{seconds:g} s"
 
 
-def _row(trials: list[Trial], *, callers: int, work_seconds: float) -> list[str]:
+MODE_TITLES = {THREADS: "threads of one process", PROCESSES: "processes"}
+
+
+def _row(trials: list[Trial], *, callers: int, mode: str, work_seconds: float) -> list[str]:
     waiters = [(trial, w) for trial in trials for w in trial.waiters if not w.ran]
     polled = [(trial, w) for trial, w in waiters if w.reads > 0]
     over = [w.answered - work_seconds for _, w in waiters]
@@ -143,7 +238,7 @@ def _row(trials: list[Trial], *, callers: int, work_seconds: float) -> list[str]
     executions = sorted({trial.executions for trial in trials})
     others = sum(w.outcome != "result" for _, w in waiters)
     return [
-        f"hot key: {callers - 1} waiters, handler {_duration(work_seconds)}",
+        f"hot key: {callers - 1} waiters, {MODE_TITLES[mode]}, handler {_duration(work_seconds)}",
         " to ".join(map(str, executions)),
         f"+{_ms(statistics.median(holders))} / +{_ms(max(holders))} ms",
         f"+{_ms(statistics.median(over))} / +{_ms(max(over))} ms",
@@ -155,15 +250,21 @@ def _row(trials: list[Trial], *, callers: int, work_seconds: float) -> list[str]
     ]
 
 
-def section(results: dict[float, list[Trial]], *, callers: int) -> Section:
+def section(results: dict[tuple[str, float], list[Trial]], *, callers: int) -> Section:
     trials = min(len(runs) for runs in results.values())
-    rows = [_row(runs, callers=callers, work_seconds=seconds) for seconds, runs in results.items()]
+    rows = [
+        _row(runs, callers=callers, mode=mode, work_seconds=seconds)
+        for (mode, seconds), runs in sorted(results.items(), key=lambda item: item[0][1])
+    ]
     return Section(
         title="Hot key",
         method=(
-            f"{callers} threads invoke the same handler with the same event at once (released "
+            f"{callers} callers invoke the same handler with the same event at once (released "
             'by a barrier) against DynamoDB Local, with `on_in_progress="wait"`: one runs the '
-            "body (it sleeps the handler's time), the others wait for its result. "
+            "body (it sleeps the handler's time), the others wait for its result. The callers "
+            "run as threads of one process, and as processes of their own (forked, each with "
+            "its own client and an open connection), as separate Lambda execution "
+            "environments are. "
             f"{trials} trials per handler time, interleaved, each on a new key; times are "
             "over every waiter of every trial. Reads are the GetItems each waiter sent, counted "
             "on the client."
@@ -190,8 +291,9 @@ def section(results: dict[float, list[Trial]], *, callers: int) -> Section:
             "is the floor. A waiter whose refused claim came back after the holder completed "
             "replays from it without a poll; the others polled, and their lag after the "
             "holder's answer (its result stored) is what the poll schedule controls. A "
-            "waiter's wait runs from its refused claim to its answer. All callers share one "
-            "process (and its GIL) and the machine with DynamoDB Local, so their round trips "
-            "queue behind each other in a way separate Lambda containers' do not.",
+            "waiter's wait runs from its refused claim to its answer. Threads share one "
+            "process's GIL, so their round trips queue behind each other's CPU; processes do "
+            "not, but all callers still share this machine's cores with DynamoDB Local, which "
+            "separate Lambda execution environments and DynamoDB do not.",
         ],
     )
