@@ -607,24 +607,26 @@ class Jitter:
         return low + (high - low) * self.share
 
 
-def poll_in_ms(held: Record, *, age_ms: int, skew_ms: int, throttled: int, share: float) -> int:
+def poll_in_ms(
+    held: Record, *, age_ms: int, skew_ms: int, throttled: int, share: float, now_ms: int = NOW_MS
+) -> int:
     with mock.patch.object(_waiting, "random", Jitter(share)):
         return _waiting.next_poll_ms(
             held,
-            now_ms=NOW_MS,
-            started_ms=NOW_MS - age_ms,
+            now_ms=now_ms,
+            started_ms=now_ms - age_ms,
             skew_ms=skew_ms,
             throttled=throttled,
         )
 
 
-def holder(age_ms: int, **fields: Any) -> Record:
+def holder(age_ms: int, now_ms: int = NOW_MS, **fields: Any) -> Record:
     """A holder that claimed `age_ms` ago; by default its lease and record last an hour."""
     defaults: dict[str, Any] = {
         "status": Status.IN_PROGRESS,
-        "expiration": NOW_MS // 1000 + 3_600,
-        "lease_until": NOW_MS + HOUR_MS,
-        "claimed_at": NOW_MS - age_ms,
+        "expiration": now_ms // 1000 + 3_600,
+        "lease_until": now_ms + HOUR_MS,
+        "claimed_at": now_ms - age_ms,
     }
     return Record("pk", **{**defaults, **fields})
 
@@ -641,20 +643,14 @@ def free_on_every_clock(held: Record, now_ms: int, skew_ms: int) -> bool:
 
 ages = st.integers(0, 3_000) | st.integers(0, 3_600_000)
 shares = st.floats(0.0, 1.0)
-# Where the rounding of a step times its jitter lands on a half millisecond, or nearly.
-rounding_examples = [
-    (0, 0, 0.989),  # 100 ms x 0.9945 = 99.45 ms: 99
-    (10_000, 0, 0.9978),  # 500 ms x 0.9989 = 499.45 ms: 499
-    (60_000, 5, 1.0),  # 500 ms doubled 5 times, capped: 4,000 ms exactly
-    (0, 6, 0.9989),  # 100 ms x 64, capped: 4,000 ms x 0.99945 = 3,997.8 ms: 3,998
-]
 
 
 @given(age_ms=ages, throttled=st.integers(0, 12), share=shares)
-@example(*rounding_examples[0])
-@example(*rounding_examples[1])
-@example(*rounding_examples[2])
-@example(*rounding_examples[3])
+# Where the step times the jitter draw rounds near a half millisecond, or the cap binds:
+@example(age_ms=0, throttled=0, share=0.989)  # 100 ms x 0.9945 = 99.45 ms: 99
+@example(age_ms=10_000, throttled=0, share=0.9978)  # 500 ms x 0.9989 = 499.45 ms: 499
+@example(age_ms=60_000, throttled=5, share=1.0)  # 500 ms x 32, capped: 4,000 ms
+@example(age_ms=0, throttled=6, share=0.9989)  # 100 ms x 64, capped: x 0.99945 = 3,998 ms
 def test_a_poll_comes_a_jittered_quarter_of_the_holder_age_later_within_the_bounds(
     age_ms: int, throttled: int, share: float
 ) -> None:
@@ -670,7 +666,7 @@ def test_a_poll_comes_a_jittered_quarter_of_the_holder_age_later_within_the_boun
     )
 
     assert abs(polled_in - step * jitter) <= 0.5
-    assert step / 2 <= polled_in <= step <= 4_000
+    assert 50 <= polled_in <= 4_000  # 100 ms at least, jittered to half; 4 s at most
 
 
 @given(
@@ -679,32 +675,47 @@ def test_a_poll_comes_a_jittered_quarter_of_the_holder_age_later_within_the_boun
     throttled=st.integers(0, 3),
     share=shares,
     kind=st.sampled_from(["lease", "no lease (Powertools)", "released ahead of our clock"]),
-    frees_ms=st.integers(0, 2_500),
+    frees_in_ms=st.integers(1, 600) | st.integers(1, 5_000),
 )
+@example(10_000, 2_000, 0, 1.0, "no lease (Powertools)", 200)
+@example(10_000, 2_000, 0, 1.0, "lease", 200)
+@example(10_000, 2_000, 0, 1.0, "released ahead of our clock", 200)
+@example(10_000, 2_000, 1, 1.0, "lease", 200)
 def test_a_waiter_polls_the_first_millisecond_the_key_is_free_on_every_clock(
-    age_ms: int, skew_ms: int, throttled: int, share: float, kind: str, frees_ms: int
+    age_ms: int, skew_ms: int, throttled: int, share: float, kind: str, frees_in_ms: int
 ) -> None:
     """When the held key frees on every clock (lease or record lapsed past the skew allowance,
     or a release ahead of our clock reached) sooner than the next regular poll, the waiter
     polls at exactly that millisecond: not before (the poll would find the key still held),
     not after (it would answer late). A throttled waiter keeps backing off instead."""
+    now = NOW_MS
     if kind == "lease":
-        held = holder(age_ms, lease_until=NOW_MS - skew_ms + frees_ms)
+        held = holder(age_ms, now, lease_until=now + frees_in_ms - skew_ms - 1)
     elif kind == "no lease (Powertools)":
-        held = holder(age_ms, lease_until=None, expiration=(NOW_MS - skew_ms + frees_ms) // 1000)
+        # Whole seconds: such a record frees the skew allowance past a second's start.
+        now = NOW_MS + (skew_ms - frees_in_ms) % 1000
+        expiration = (now + frees_in_ms - skew_ms) // 1000 - 1
+        held = holder(age_ms, now, lease_until=None, expiration=expiration)
     else:
-        held = holder(age_ms, status=Status.RELEASED, lease_until=NOW_MS + 1 + frees_ms)
-    assume(not free_on_every_clock(held, NOW_MS, skew_ms))  # the key is held when it waits
+        held = holder(age_ms, now, status=Status.RELEASED, lease_until=now + frees_in_ms)
+    assume(not free_on_every_clock(held, now, skew_ms))  # the key is held when it waits
     first_free = next(
-        t for t in range(NOW_MS + 1, NOW_MS + 5_000) if free_on_every_clock(held, t, skew_ms)
+        t for t in range(now + 1, now + 6_000) if free_on_every_clock(held, t, skew_ms)
     )
     regular = poll_in_ms(
-        holder(age_ms), age_ms=age_ms, skew_ms=skew_ms, throttled=throttled, share=share
+        holder(age_ms, now),
+        age_ms=age_ms,
+        skew_ms=skew_ms,
+        throttled=throttled,
+        share=share,
+        now_ms=now,
     )
 
-    polled_in = poll_in_ms(held, age_ms=age_ms, skew_ms=skew_ms, throttled=throttled, share=share)
+    polled_in = poll_in_ms(
+        held, age_ms=age_ms, skew_ms=skew_ms, throttled=throttled, share=share, now_ms=now
+    )
 
-    if first_free - NOW_MS < regular and not throttled:
-        assert polled_in == first_free - NOW_MS
+    if first_free - now < regular and not throttled:
+        assert polled_in == first_free - now
     else:
         assert polled_in == regular
