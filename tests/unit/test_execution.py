@@ -81,4 +81,4 @@ def test_an_unprotected_call_has_no_claim(moto_store: DynamoDBStore) -> None:
 
     assert handler({}, None) == "ran"
     assert (seen[0].key_hash, seen[0].owner, seen[0].claimed_at_ms) == (None, None, None)
-    assert seen[0].lease_until_ms is None
+    assert (seen[0].lease_until_ms, seen[0].answer_by_ms) == (None, None)

@@ -11,17 +11,22 @@ import json
 import logging
 from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import pytest
+from hypothesis import assume, example, given
+from hypothesis import strategies as st
 
 from lambda_idempotency import (
     DynamoDBStore,
     InProgressError,
     PayloadMismatchError,
     StoreError,
+    _waiting,
     idempotent,
 )
 from lambda_idempotency._encoding import encode
+from lambda_idempotency._record import Record, Status
 from tests.conftest import FakeClock, FakeContext, RoundTrips
 
 HOLDER = "holder-token"
@@ -387,7 +392,7 @@ def test_a_waiter_takes_over_an_expired_holder_only_past_the_skew(
     moto_store: DynamoDBStore,
 ) -> None:
     """A holder record without a lease (as Powertools writes one) frees at its expiration,
-    plus the skew allowance."""
+    plus the skew allowance: the waiter polls and claims at that millisecond."""
     clock = ScriptedClock()
     handler, runs = waiting_handler(moto_store, clock)
     pk, payload_hash = handler.idempotency._identify(EVENT)
@@ -408,9 +413,8 @@ def test_a_waiter_takes_over_an_expired_holder_only_past_the_skew(
     assert handler(dict(EVENT), FakeContext(60_000, clock=clock)) == {"ran": 5}
     assert len(runs) == 1
     assert trips.take().count("PutItem") == 3  # refused claim, winning claim, completion
-    # Free once expired on a clock 2 s behind: past (expiration + 1) s + 2 s.
-    assert clock.now_ms() >= (expiration_s + 1) * 1000 + 2_000
-    assert clock.now_ms() <= (expiration_s + 1) * 1000 + 2_600
+    # Free once expired on a clock 2 s behind: at (expiration + 1) s + 2 s, when it polls.
+    assert clock.now_ms() == (expiration_s + 1) * 1000 + 2_000
 
 
 def test_a_waiter_that_polls_another_payload_refuses_it(moto_store: DynamoDBStore) -> None:
@@ -581,3 +585,137 @@ def test_a_refused_duplicate_is_logged_with_its_retry_after(
             },
         )
     ]
+
+
+# -- the poll schedule, property by property ------------------------------------------------
+#
+# `next_poll_ms` is a pure function of the held record, the time, the skew allowance, the
+# throttles in a row and one jitter draw: the draw is given here, as a share of the jitter
+# range, so each answer can be checked to the millisecond.
+
+NOW_MS = 1_790_000_000_000
+
+
+class Jitter:
+    """Stands in for `random` in `_waiting`: every draw is `share` of the way from the low
+    bound to the high one."""
+
+    def __init__(self, share: float) -> None:
+        self.share = share
+
+    def uniform(self, low: float, high: float) -> float:
+        return low + (high - low) * self.share
+
+
+def poll_in_ms(
+    held: Record, *, age_ms: int, skew_ms: int, throttled: int, share: float, now_ms: int = NOW_MS
+) -> int:
+    with mock.patch.object(_waiting, "random", Jitter(share)):
+        return _waiting.next_poll_ms(
+            held,
+            now_ms=now_ms,
+            started_ms=now_ms - age_ms,
+            skew_ms=skew_ms,
+            throttled=throttled,
+        )
+
+
+def holder(age_ms: int, now_ms: int = NOW_MS, **fields: Any) -> Record:
+    """A holder that claimed `age_ms` ago; by default its lease and record last an hour."""
+    defaults: dict[str, Any] = {
+        "status": Status.IN_PROGRESS,
+        "expiration": now_ms // 1000 + 3_600,
+        "lease_until": now_ms + HOUR_MS,
+        "claimed_at": now_ms - age_ms,
+    }
+    return Record("pk", **{**defaults, **fields})
+
+
+def free_on_every_clock(held: Record, now_ms: int, skew_ms: int) -> bool:
+    """What a poll at `now_ms` finds, reading `held` unchanged: the key free to claim (as the
+    waiter decides it after reading the record)."""
+    if held.is_expired(now_ms, skew_ms):
+        return True
+    if held.status is Status.RELEASED:
+        return (held.lease_until or 0) <= now_ms
+    return held.lease_lapsed(now_ms, skew_ms)
+
+
+ages = st.integers(0, 3_000) | st.integers(0, 3_600_000)
+shares = st.floats(0.0, 1.0)
+
+
+@given(age_ms=ages, throttled=st.integers(0, 12), share=shares)
+# Where the step times the jitter draw rounds near a half millisecond, or the cap binds:
+@example(age_ms=0, throttled=0, share=0.989)  # 100 ms x 0.9945 = 99.45 ms: 99
+@example(age_ms=10_000, throttled=0, share=0.9978)  # 500 ms x 0.9989 = 499.45 ms: 499
+@example(age_ms=60_000, throttled=5, share=1.0)  # 500 ms x 32, capped: 4,000 ms
+@example(age_ms=0, throttled=6, share=0.9989)  # 100 ms x 64, capped: x 0.99945 = 3,998 ms
+def test_a_poll_comes_a_jittered_quarter_of_the_holder_age_later_within_the_bounds(
+    age_ms: int, throttled: int, share: float
+) -> None:
+    """The step is a quarter of the holder's age, at least 100 ms, at most 500 ms; each poll
+    in a row that was throttled doubles it, up to 4 s; the poll comes after half to all of the
+    step (the jitter draw), to the nearest millisecond."""
+    step = min(max(age_ms / 4, 100), 500)
+    step = min(step * 2**throttled, 4_000)
+    jitter = 0.5 + 0.5 * share
+
+    polled_in = poll_in_ms(
+        holder(age_ms), age_ms=age_ms, skew_ms=2_000, throttled=throttled, share=share
+    )
+
+    assert abs(polled_in - step * jitter) <= 0.5
+    assert 50 <= polled_in <= 4_000  # 100 ms at least, jittered to half; 4 s at most
+
+
+@given(
+    age_ms=ages,
+    skew_ms=st.integers(0, 5_000),
+    throttled=st.integers(0, 3),
+    share=shares,
+    kind=st.sampled_from(["lease", "no lease (Powertools)", "released ahead of our clock"]),
+    frees_in_ms=st.integers(1, 600) | st.integers(1, 5_000),
+)
+@example(10_000, 2_000, 0, 1.0, "no lease (Powertools)", 200)
+@example(10_000, 2_000, 0, 1.0, "lease", 200)
+@example(10_000, 2_000, 0, 1.0, "released ahead of our clock", 200)
+@example(10_000, 2_000, 1, 1.0, "lease", 200)
+def test_a_waiter_polls_the_first_millisecond_the_key_is_free_on_every_clock(
+    age_ms: int, skew_ms: int, throttled: int, share: float, kind: str, frees_in_ms: int
+) -> None:
+    """When the held key frees on every clock (lease or record lapsed past the skew allowance,
+    or a release ahead of our clock reached) sooner than the next regular poll, the waiter
+    polls at exactly that millisecond: not before (the poll would find the key still held),
+    not after (it would answer late). A throttled waiter keeps backing off instead."""
+    now = NOW_MS
+    if kind == "lease":
+        held = holder(age_ms, now, lease_until=now + frees_in_ms - skew_ms - 1)
+    elif kind == "no lease (Powertools)":
+        # Whole seconds: such a record frees the skew allowance past a second's start.
+        now = NOW_MS + (skew_ms - frees_in_ms) % 1000
+        expiration = (now + frees_in_ms - skew_ms) // 1000 - 1
+        held = holder(age_ms, now, lease_until=None, expiration=expiration)
+    else:
+        held = holder(age_ms, now, status=Status.RELEASED, lease_until=now + frees_in_ms)
+    assume(not free_on_every_clock(held, now, skew_ms))  # the key is held when it waits
+    first_free = next(
+        t for t in range(now + 1, now + 6_000) if free_on_every_clock(held, t, skew_ms)
+    )
+    regular = poll_in_ms(
+        holder(age_ms, now),
+        age_ms=age_ms,
+        skew_ms=skew_ms,
+        throttled=throttled,
+        share=share,
+        now_ms=now,
+    )
+
+    polled_in = poll_in_ms(
+        held, age_ms=age_ms, skew_ms=skew_ms, throttled=throttled, share=share, now_ms=now
+    )
+
+    if first_free - now < regular and not throttled:
+        assert polled_in == first_free - now
+    else:
+        assert polled_in == regular
