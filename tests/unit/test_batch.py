@@ -331,3 +331,39 @@ def test_a_record_of_another_source_is_keyed_on_its_whole_content(
     with pytest.raises(PayloadMismatchError):
         handler({**record, "s3": {"object": {"key": "b"}}})
 
+
+def without_source(record: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in record.items() if name != "eventSource"}
+
+
+def sqs_received_again(record: dict[str, Any]) -> dict[str, Any]:
+    message_id, body = record["messageId"], record["body"]
+    return sqs_record(message_id, body, receive_count=2)
+
+
+def kinesis_received_again(record: dict[str, Any]) -> dict[str, Any]:
+    return {**record, "kinesis": {**record["kinesis"], "approximateArrivalTimestamp": 1428537999}}
+
+
+@pytest.mark.parametrize(
+    ("event_type", "record", "again"),
+    [
+        ("SQS", sqs_record("m1", "hello"), sqs_received_again),
+        ("KinesisDataStreams", kinesis_record(1, {"step": 1}), kinesis_received_again),
+        ("DynamoDBStreams", dynamodb_record(1, 1, "hello"), lambda r: changed(r, ["SizeBytes"])),
+    ],
+    ids=["sqs", "kinesis", "dynamodb"],
+)
+def test_records_without_an_event_source_run_once_under_their_event_type(
+    moto_store: DynamoDBStore, event_type: Any, record: dict[str, Any], again: Any
+) -> None:
+    """`event_type` names the source of records that carry none; their payload is still the
+    source's (an SQS body, not the receipt handle and receive count of this receive)."""
+    first, redelivered = without_source(record), without_source(again(record))
+
+    handler, runs = recorder(moto_store)
+    run = process_batch(batch(first), FakeContext(), handler, event_type=event_type)
+    rerun = process_batch(batch(redelivered), FakeContext(), handler, event_type=event_type)
+
+    assert failed(run) == failed(rerun) == []
+    assert runs == [first]
