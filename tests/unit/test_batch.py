@@ -83,6 +83,7 @@ def test_an_unknown_event_type_is_refused() -> None:
         batch(sqs_record("m1", "a"), kinesis_record(1, {"step": 1})),  # two sources
         {"Records": [{"eventSource": "aws:sqs", "body": "no messageId"}]},
         {"Records": [{"eventSource": "aws:kinesis", "eventID": "x", "kinesis": {}}]},
+        {"Records": [{"eventSource": "aws:dynamodb", "eventID": "x", "dynamodb": {}}]},
     ],
 )
 def test_an_event_that_is_no_batch_gets_a_typed_error_and_nothing_runs(
