@@ -47,6 +47,7 @@ STORE_POLICY = (
     "_http.x_mark_replayed",
     "_batch.x_record_id",
     "_batch.x_record_content",
+    "_batch.x__source",
     "_batch.x__identifier",
     "_batch.x_process_batch",
 )

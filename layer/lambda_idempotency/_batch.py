@@ -68,7 +68,7 @@ def record_content(record: Any) -> Any:
     count, timestamps)."""
     if not isinstance(record, Mapping):
         return record
-    match record.get("eventSource"):
+    match _source(record):
         case "aws:sqs":
             return record.get("body")
         case "aws:kinesis":
@@ -84,6 +84,20 @@ def record_content(record: Any) -> Any:
             ]
         case _:
             return record
+
+
+def _source(record: Mapping[str, Any]) -> Any:
+    """The record's `eventSource`; for a record without one (`process_batch` was given its
+    `event_type`), the source its fields show, as `record_id` reads them."""
+    if "eventSource" in record:
+        return record["eventSource"]
+    if "messageId" in record:
+        return "aws:sqs"
+    if isinstance(record.get("kinesis"), Mapping):
+        return "aws:kinesis"
+    if isinstance(record.get("dynamodb"), Mapping):
+        return "aws:dynamodb"
+    return None
 
 
 def _get(record: Mapping[str, Any], *path: str) -> Any:

@@ -194,6 +194,18 @@ def test_a_replay_is_marked_in_the_field_its_shape_uses() -> None:
     assert marked["statusDescription"] == "201 Created"
 
 
+@pytest.mark.parametrize("shape", ["http-api", "function-url", "alb"])
+def test_a_replay_with_both_header_fields_is_marked_where_a_single_value_target_reads(
+    shape: str,
+) -> None:
+    """HTTP APIs, function URLs and ALB target groups without multi-value headers read
+    `headers` only: a mark in `multiValueHeaders` would never reach the client."""
+    stored = {"statusCode": 201, "headers": {"x": "1"}, "multiValueHeaders": {"y": ["2"]}}
+    marked = mark_replayed(stored, HttpRequest.from_event(http_event(shape)))
+    assert marked["headers"] == {"x": "1", "Idempotent-Replayed": "true"}
+    assert marked["multiValueHeaders"] == {"y": ["2"]}
+
+
 def test_an_http_api_result_without_status_code_replays_as_api_gateway_reads_it() -> None:
     marked = mark_replayed({"id": "p-1"}, HttpRequest.from_event(http_event("http-api")))
     assert marked == {
