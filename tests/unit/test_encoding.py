@@ -434,6 +434,7 @@ ANNOTATED = [
     (Decimal | str, "n/a"),
     (Any, {"a": [1]}),
     (typing.Annotated[int, {"unit": "cents"}], 1250),  # metadata that cannot be hashed
+    (typing.Literal[{"status": "ok"}], {"status": "ok"}),  # an annotation that cannot be hashed
     (Invoice, Invoice("i-1", [Point(2, 3), Point(1, 1)], DAY)),
     (Invoice, ["not", "an", "invoice"]),
     (Point, "not a point"),

@@ -240,6 +240,18 @@ def test_a_callable_object_handler_is_namespaced_by_its_class(
     assert stored_keys(moto_store) == [expected]
 
 
+def test_a_builtin_method_handler_without_a_module_is_keyed_by_its_qualified_name(
+    moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A method of a builtin type (`dict.get`) has no `__module__`: it is still protected,
+    and its stored key keeps the documented spelling with an empty module."""
+    monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+    handler = idempotent(store=moto_store, key="id")(dict.get)
+    assert handler({"id": "order-7"}, "id") == "order-7"
+    assert handler({"id": "order-7"}, "id") == "order-7"
+    assert stored_keys(moto_store) == [key_hash(".dict.get", None, "order-7")]
+
+
 def test_partials_of_two_functions_never_replay_each_others_results(
     moto_store: DynamoDBStore,
 ) -> None:

@@ -479,6 +479,32 @@ def test_fast_wire_false_sends_every_call_through_the_client(
     assert DynamoDBStore("idempotency", client=client)._caller() is client
 
 
+@pytest.mark.parametrize("value", ["0", "false", "False", "no", "NO"])
+def test_idempotency_fast_wire_off_in_any_spelling_sends_calls_through_the_client(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    client = our_client()
+    monkeypatch.setenv("IDEMPOTENCY_FAST_WIRE", value)
+    assert DynamoDBStore("idempotency", client=client)._caller() is client
+
+
+def test_the_lean_path_is_built_once_per_client_not_per_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Building it costs about a millisecond, several times a request on the lean path."""
+    monkeypatch.delenv("IDEMPOTENCY_FAST_WIRE", raising=False)
+    store = DynamoDBStore("idempotency", client=our_client())
+    first = store._caller()
+    assert isinstance(first, FastWire)
+    assert store._caller() is first
+    assert store._caller() is first
+    store._client = our_client()  # a new client gets a lean path of its own
+    second = store._caller()
+    assert isinstance(second, FastWire)
+    assert second is not first
+    assert second.client is store.client
+
+
 def test_endpoint_discovery_sends_the_calls_through_the_client() -> None:
     client = plain_client(config=Config(endpoint_discovery_enabled=True))
     assert not FastWire(client).usable("put_item")
