@@ -9,7 +9,7 @@ export DYNAMODB_LOCAL_HOME := $(CURDIR)/.tools/dynamodb-local
 SAM_VENV := .tools/sam
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: setup demo test lint bench reliability nightly sam-check mutate clean wire-lambda-botocore
+.PHONY: setup demo test test-boto3-path lint bench reliability nightly sam-check mutate clean wire-lambda-botocore
 
 ## $(call phase,WHAT,COMMAND): says what set-up is doing before a long quiet step, then how
 ## long it took (or that it failed), so a first `make setup` never sits silent for a minute.
@@ -41,6 +41,11 @@ demo: setup
 ## The whole test suite (unit tests on moto, integration tests on DynamoDB Local).
 test: setup
 	$(BIN)/python -m pytest
+
+## The whole suite again with the fast wire path off (IDEMPOTENCY_FAST_WIRE=0): every request
+## through the boto3 client, which is what a user who turns the path off runs.
+test-boto3-path: setup
+	IDEMPOTENCY_FAST_WIRE=0 $(BIN)/python -m pytest -q
 
 lint: setup
 	$(BIN)/ruff check layer tests functions benchmarks
