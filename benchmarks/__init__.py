@@ -10,6 +10,7 @@ absolute timings are noisy. Sections, one module each:
     round_trips  requests per scenario, counted with botocore's event hooks
     latency      end-to-end p50 / p99 on DynamoDB Local over loopback
     cold_start   import time over boto3: from the SAM-built layer as shipped, and installed
+    memory       resident memory per library after init and after each invocation path
     storage      stored bytes, round trips and capacity (DynamoDB's rules), 1 KB .. 5.8 MB results
     contention   64 concurrent duplicates of one key
     throughput   distinct-key invocations per second against raw PutItem

@@ -17,6 +17,8 @@ class Plan:
     latency_calls: int = 500
     import_runs: int = 15
     layer_import_runs: int = 15
+    memory_calls: int = 300
+    memory_runs: int = 3
     build_layer_requirements: bool = True
     storage_cases: tuple[tuple[str, int], ...] = STORAGE_CASES
     placement_sizes: tuple[int, ...] = PLACEMENT_SIZES
@@ -44,6 +46,8 @@ class Plan:
             latency_calls=3,
             import_runs=1,
             layer_import_runs=1,
+            memory_calls=2,
+            memory_runs=1,
             build_layer_requirements=False,
             storage_cases=(("repetitive", 1024), ("random", 600 * 1024)),
             placement_sizes=(2048,),

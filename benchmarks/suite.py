@@ -20,6 +20,7 @@ from . import (
     placement,
     report,
     round_trips,
+    rss,
     storage,
     throughput,
     wire,
@@ -36,6 +37,7 @@ SECTIONS = (
     "round_trips",
     "latency",
     "cold_start",
+    "memory",
     "storage",
     "placement",
     "fingerprint",
@@ -154,6 +156,12 @@ def run(
                     runs=plan.layer_import_runs,
                     install_requirements=plan.build_layer_requirements,
                 ),
+            )
+        if "memory" in wanted:
+            log("resident memory in fresh interpreters")
+            sections["memory"] = rss.section(
+                rss.measure(endpoint_url, calls=plan.memory_calls, runs=plan.memory_runs),
+                calls=plan.memory_calls,
             )
         sections.update(_storage_sections(plan, endpoint_url, wanted, log))
         if "fingerprint" in wanted:

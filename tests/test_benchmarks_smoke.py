@@ -29,6 +29,7 @@ SECTION_TITLES = (
     "## Round trips",
     "## End-to-end latency",
     "## Cold start",
+    "## Resident memory",
     "## Storage and cost",
     "## Fingerprinting hostile bodies",
     "## Contention",
