@@ -10,7 +10,7 @@ SAM_VENV := .tools/sam
 export SAM_CLI_TELEMETRY := 0
 
 .PHONY: setup demo test test-boto3-path lint bench reliability nightly sam-check mutate clean wire-lambda-botocore \
-	wire-awscrt
+	wire-awscrt bench-awscrt
 
 ## $(call phase,WHAT,COMMAND): says what set-up is doing before a long quiet step, then how
 ## long it took (or that it failed), so a first `make setup` never sits silent for a minute.
@@ -86,6 +86,11 @@ wire-awscrt: setup $(AWSCRT_VENV)/.installed
 	$(AWSCRT_VENV)/bin/python -c 'from botocore.compat import HAS_CRT; assert HAS_CRT, "no CRT"'
 	$(AWSCRT_VENV)/bin/python -m pytest -q -p no:cacheprovider \
 		tests/unit/test_wire_conformance.py tests/integration/test_wire_results.py
+
+## awscrt's C signer beside the fast wire path, in that virtualenv: CPU per call of the store's
+## claim and get with and without awscrt, through boto3 and the fast path; import cost, size.
+bench-awscrt: setup $(AWSCRT_VENV)/.installed
+	$(AWSCRT_VENV)/bin/python -m benchmarks.awscrt
 
 ## SAM CLI in a virtualenv of its own (its pins must not constrain the library's).
 $(SAM_VENV)/bin/sam:
