@@ -9,7 +9,8 @@ export DYNAMODB_LOCAL_HOME := $(CURDIR)/.tools/dynamodb-local
 SAM_VENV := .tools/sam
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: setup demo test test-boto3-path lint bench reliability nightly sam-check mutate clean wire-lambda-botocore
+.PHONY: setup demo test test-boto3-path lint bench reliability nightly sam-check mutate clean wire-lambda-botocore \
+	wire-awscrt bench-awscrt
 
 ## $(call phase,WHAT,COMMAND): says what set-up is doing before a long quiet step, then how
 ## long it took (or that it failed), so a first `make setup` never sits silent for a minute.
@@ -70,6 +71,26 @@ $(LAMBDA_VENV)/.installed-$(LAMBDA_BOTOCORE): pyproject.toml
 wire-lambda-botocore: setup $(LAMBDA_VENV)/.installed-$(LAMBDA_BOTOCORE)
 	$(LAMBDA_VENV)/bin/python -m pytest -q -p no:cacheprovider \
 		tests/unit/test_wire_conformance.py tests/integration/test_wire_results.py
+
+## The same conformance tests with awscrt installed (as `boto3[crt]` or a container image has
+## it, Lambda's runtime does not): botocore then signs with the CRT's SigV4 signer, for the
+## boto3 client and the fast path alike. A virtualenv of its own: the package with its dev
+## tools, plus the newest awscrt.
+AWSCRT_VENV := .tools/awscrt
+$(AWSCRT_VENV)/.installed: pyproject.toml
+	test -x $(AWSCRT_VENV)/bin/python || $(PYTHON) -m venv $(AWSCRT_VENV)
+	$(AWSCRT_VENV)/bin/python -m pip install --quiet -e '.[dev]' awscrt
+	@touch $@
+
+wire-awscrt: setup $(AWSCRT_VENV)/.installed
+	$(AWSCRT_VENV)/bin/python -c 'from botocore.compat import HAS_CRT; assert HAS_CRT, "no CRT"'
+	$(AWSCRT_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+		tests/unit/test_wire_conformance.py tests/integration/test_wire_results.py
+
+## awscrt's C signer beside the fast wire path, in that virtualenv: CPU per call of the store's
+## claim and get with and without awscrt, through boto3 and the fast path; import cost, size.
+bench-awscrt: setup $(AWSCRT_VENV)/.installed
+	$(AWSCRT_VENV)/bin/python -m benchmarks.awscrt
 
 ## SAM CLI in a virtualenv of its own (its pins must not constrain the library's).
 $(SAM_VENV)/bin/sam:

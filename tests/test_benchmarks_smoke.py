@@ -170,3 +170,18 @@ def test_the_layer_probe_imports_the_layers_own_bytecode_and_writes_none() -> No
     assert "lambda_idempotency" in imports.from_layer["ours"]
     assert set(imports.samples) == {"ours", "ours_http", "powertools", "ours_without_bytecode"}
     assert all(len(values) == 1 for values in imports.samples.values())
+
+
+def test_the_awscrt_comparison_measures_both_paths_where_awscrt_is_blocked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`python -m benchmarks.awscrt`'s worker, in this environment (no awscrt, as on Lambda):
+    both paths measured, botocore's own SigV4 signer chosen."""
+    from benchmarks import awscrt
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "benchmark")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "benchmark")
+    result = awscrt.measure_calls("blocked", rounds=1, chunk=2)
+    assert result["signer"] == "botocore.auth.SigV4Auth"
+    assert set(result["per_call"]) == {"claim, boto3", "claim, fast", "get, boto3", "get, fast"}
+    assert all(seconds > 0 for seconds in result["per_call"].values())

@@ -8,6 +8,7 @@ import contextlib
 import copy
 import datetime
 import hashlib
+import importlib
 import json
 import zlib
 from collections.abc import Callable, Iterator
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import botocore.auth
+import botocore.compat
 import pytest
 from botocore.awsrequest import AWSResponse
 
@@ -175,11 +177,21 @@ def response(url: str, status: int, body: bytes, headers: dict[str, str]) -> AWS
     return AWSResponse(url, status, headers, _Body(body))
 
 
+def frozen_datetime(remove_tzinfo: bool = True) -> datetime.datetime:
+    """botocore's `get_current_datetime`, at FROZEN (UTC; naive unless asked otherwise, as the
+    CRT signer asks)."""
+    return FROZEN if remove_tzinfo else FROZEN.replace(tzinfo=datetime.UTC)
+
+
 def freeze_signing_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """SigV4's clock, fixed: both paths sign with botocore's own SigV4Auth, which reads
-    `get_current_datetime` (older botocore: `datetime.datetime.utcnow`)."""
+    """SigV4's clock, fixed: both paths sign with botocore's own signer, which reads
+    `get_current_datetime` (older botocore: `datetime.datetime.utcnow`); with awscrt
+    installed, that signer is the CRT's, which reads its own import of it."""
     if hasattr(botocore.auth, "get_current_datetime"):
-        monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda *_, **__: FROZEN)
+        monkeypatch.setattr(botocore.auth, "get_current_datetime", frozen_datetime)
+        if botocore.compat.HAS_CRT:
+            crt_auth = importlib.import_module("botocore.crt.auth")
+            monkeypatch.setattr(crt_auth, "get_current_datetime", frozen_datetime)
     else:  # pragma: no cover - botocore before 1.35
 
         class Frozen(datetime.datetime):

@@ -22,6 +22,7 @@ import botocore
 import botocore.auth
 import botocore.awsrequest
 import botocore.client
+import botocore.compat
 import botocore.endpoint
 import botocore.parsers
 import pytest
@@ -167,6 +168,31 @@ def test_each_request_goes_out_byte_for_byte_as_boto3_sends_it(
     assert wire_sent.body == boto3_sent.body
     assert comparable(wire_sent.headers) == comparable(boto3_sent.headers)
     assert b"Signature=" in wire_sent.headers["Authorization"]
+    assert wire_sent.headers["X-Amz-Date"] == b"20270115T080000Z"  # both signed at FROZEN
+
+
+def test_the_fast_path_signs_with_the_signer_botocore_chose(
+    fixed_ids: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """botocore's SigV4 signer (the CRT's when awscrt is installed, `make wire-awscrt`)
+    signs each request of the fast path, as it signs the client's."""
+    signer = botocore.auth.AUTH_TYPE_MAPS["v4"]
+    signed_by: list[type] = []
+    add_auth = signer.add_auth
+
+    def spy(self: Any, request: Any) -> None:
+        signed_by.append(type(self))
+        add_auth(self, request)
+
+    monkeypatch.setattr(signer, "add_auth", spy)
+    client = our_client()
+    caller = FastWire(client)
+    for call in CALLS:
+        for through in (client, caller):
+            sent(client, through, call, [answer()])
+    assert len(signed_by) == 2 * len(CALLS)
+    assert all(issubclass(signer_class, signer) for signer_class in signed_by)
+    assert (signer.__module__ == "botocore.crt.auth") == botocore.compat.HAS_CRT
 
 
 def test_a_binary_value_goes_out_as_base64_and_comes_back_as_bytes() -> None:
