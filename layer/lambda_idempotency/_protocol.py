@@ -47,6 +47,8 @@ DEFAULT_CLOCK_SKEW_SECONDS = 2.0
 """How far two callers' clocks may differ. Lambda hosts keep time with the Amazon Time Sync
 Service (well under a millisecond apart), so 2 s is generous; it costs a crashed holder's
 key 2 s more before it frees."""
+RUNS_REMEMBERED = 16
+"""Recent runs' durations kept per decorated function, for waiters (`_waiting`)."""
 COMPLETION_FIRST_BACKOFF_SECONDS = 0.05
 COMPLETION_MAX_BACKOFF_SECONDS = 1.0
 ANSWER_MARGIN_MIN_MS = 250
@@ -103,6 +105,9 @@ class Idempotency:
         self.cache = cache
         self.stats: collections.Counter[str] = collections.Counter()
         """Outcomes counted per warm container: executed, replayed, ..., completion_failed."""
+        self.recent_runs_ms: collections.deque[int] = collections.deque(maxlen=RUNS_REMEMBERED)
+        """How long this function's latest runs took, claim to completion, as this container
+        saw them (its own, and the records it replayed): when a waiter expects its holder."""
         self._return_type = return_type
         self._warned_disabled = False
 
@@ -361,6 +366,7 @@ class Idempotency:
                     key_hash=pk,
                 )
             return
+        self._note_run(execution.claimed_at_ms, completed_at)
         if self.cache is not None and encoded.document is not None:
             entry = CachedResult(
                 expiration, payload_hash, encoded.document, encoded.typed, completed_at
@@ -428,6 +434,7 @@ class Idempotency:
                     record.expiration, record.payload_hash, document, typed, record.completed_at
                 ),
             )
+        self._note_run(record.claimed_at, record.completed_at)
         self._count("replayed", logging.DEBUG, record.pk, source="store")
         info = ReplayInfo(record.pk, record.completed_at, "store")
         return self._replayed(self._decode(document, typed), info)
@@ -450,7 +457,12 @@ class Idempotency:
             if now >= deadline_ms:
                 raise self._in_progress(held, now, "gave up waiting for the holder of this key")
             delay = _waiting.next_poll_ms(
-                held, now_ms=now, started_ms=started, skew_ms=skew, throttled=throttled
+                held,
+                now_ms=now,
+                started_ms=started,
+                skew_ms=skew,
+                throttled=throttled,
+                runs_ms=self.recent_runs_ms,
             )
             clock.sleep(min(delay, deadline_ms - now) / 1000)
             now = clock.now_ms()
@@ -504,6 +516,14 @@ class Idempotency:
         return result
 
     # -- small pieces -------------------------------------------------------------------
+
+    def _note_run(self, claimed_at_ms: int | None, completed_at_ms: int | None) -> None:
+        """Remember a run's duration, if both ends are known and it is one a Lambda
+        invocation can take (clocks that jumped, or a record written by hand, are not)."""
+        if claimed_at_ms is not None and completed_at_ms is not None:
+            run_ms = completed_at_ms - claimed_at_ms
+            if 0 <= run_ms <= DEFAULT_LEASE_SECONDS * 1000:
+                self.recent_runs_ms.append(run_ms)
 
     def _check_payload(self, pk: str, stored: str | None, incoming: str | None) -> None:
         if incoming is not None and stored is not None and stored != incoming:

@@ -7,6 +7,7 @@ a waiter that gives up early, late, or never is seen as such.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import Callable
@@ -320,6 +321,36 @@ def test_a_throttled_poll_backs_off_and_the_wait_goes_on(
     }
 
 
+def test_a_waiter_throttled_again_after_an_answered_poll_backs_off_from_the_start(
+    moto_store: DynamoDBStore,
+) -> None:
+    """Throttles that come and go: an answered poll (the holder still running) ends a run of
+    throttles, so the next throttle doubles the interval once, not once per throttle seen in
+    the whole wait; the waiter still replays the holder's result and nothing runs twice."""
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock)
+    hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+    clock.at(3_000, complete_as_holder(handler, moto_store, EVENT, {"ran": "holder"}))
+    get = moto_store.get
+    polls = iter([True, False, True, False, True])  # throttled, answered, throttled, ...
+
+    def sometimes_throttled_get(key: str) -> Any:
+        if next(polls, False):
+            raise StoreError("throttled", key_hash=key, code="ThrottlingException", retryable=True)
+        return get(key)
+
+    moto_store.get = sometimes_throttled_get  # type: ignore[method-assign]
+    assert handler(dict(EVENT), FakeContext(30_000, clock=clock)) == {"ran": "holder"}
+
+    assert runs == []
+    assert handler.idempotency.stats["wait_throttled"] == 3
+    age = 0
+    for throttled_before, slept in zip([0, 1, 0, 1, 0, 1], clock.slept, strict=False):
+        nominal = min(max(age / 4, 100), 500) * 2**throttled_before
+        assert nominal / 2 - 1 <= slept * 1000 <= nominal + 1
+        age += round(slept * 1000)
+
+
 # -- what ends a wait -------------------------------------------------------------------------
 
 
@@ -587,6 +618,162 @@ def test_a_refused_duplicate_is_logged_with_its_retry_after(
     ]
 
 
+# -- a waiter that has seen the function run -------------------------------------------------
+
+
+def timed_handler(store: DynamoDBStore, clock: FakeClock) -> tuple[Any, list[dict[str, Any]]]:
+    """A handler whose body takes `takes_ms` of the event on the fake clock."""
+    runs: list[dict[str, Any]] = []
+
+    @idempotent(store=store, key="order_id", on_in_progress="wait", clock=clock, cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        runs.append(event)
+        clock.advance(event["takes_ms"] / 1000)
+        return {"ran": event["order_id"]}
+
+    return handler, runs
+
+
+def polls_at(clock: ScriptedClock, since_ms: int) -> list[int]:
+    """When the waiter polled, in ms from `since_ms` (each sleep ends in a poll)."""
+    times, at = [], 0
+    for slept in clock.slept:
+        at += int(slept * 1000)
+        times.append(at - since_ms)
+    return times
+
+
+def run_three_times(handler: Any, clock: ScriptedClock) -> None:
+    for takes_ms in (2_900, 3_100, 3_000):
+        handler({"order_id": f"earlier-{takes_ms}", "takes_ms": takes_ms}, None)
+    clock.start = clock.ms
+    clock.slept.clear()
+
+
+def test_a_waiter_that_has_seen_the_function_run_answers_soon_after_a_holder_on_time(
+    moto_store: DynamoDBStore,
+) -> None:
+    """This container ran the function three times, 2.9 to 3.1 s each. Another invocation
+    holds a key and completes at 3.05 s: the waiter polls 100 ms before the shortest run
+    would have ended, then every 25 to 50 ms, and answers within 50 ms of the completion (by
+    then the regular schedule polls 250 to 500 ms apart)."""
+    clock = ScriptedClock()
+    handler, runs = timed_handler(moto_store, clock)
+    run_three_times(handler, clock)
+    assert list(handler.idempotency.recent_runs_ms) == [2_900, 3_100, 3_000]
+    event = {"order_id": "hot", "takes_ms": 3_000}
+    hold(handler, moto_store, event, lease_ms=HOUR_MS)
+    clock.at(3_050, complete_as_holder(handler, moto_store, event, {"ran": "holder"}))
+
+    assert handler(dict(event), FakeContext(30_000, clock=clock)) == {"ran": "holder"}
+
+    assert 3_050 <= clock.elapsed_ms <= 3_100
+    assert len(runs) == 3
+    window = [at for at in polls_at(clock, 0) if at >= 2_800]
+    assert window[0] == 2_800  # 100 ms before the shortest run would have ended
+    assert all(25 <= b - a <= 50 for a, b in itertools.pairwise(window))
+
+
+def test_a_holder_slower_than_every_recent_run_is_polled_at_the_regular_pace_again(
+    moto_store: DynamoDBStore,
+) -> None:
+    """The holder takes 6 s, twice the runs this container saw: the dense polls stop half a
+    second after they started (250 ms past the longest run, capped), and the waiter goes
+    back to polling a
+    jittered quarter of the holder's age apart, so a slow holder costs no more reads than
+    before; the waiter still replays its result."""
+    clock = ScriptedClock()
+    handler, runs = timed_handler(moto_store, clock)
+    run_three_times(handler, clock)
+    event = {"order_id": "slow", "takes_ms": 6_000}
+    hold(handler, moto_store, event, lease_ms=HOUR_MS)
+    clock.at(6_000, complete_as_holder(handler, moto_store, event, {"ran": "holder"}))
+    trips = RoundTrips(moto_store.client)
+
+    assert handler(dict(event), FakeContext(30_000, clock=clock)) == {"ran": "holder"}
+
+    assert 6_000 <= clock.elapsed_ms <= 6_500
+    assert len(runs) == 3
+    times = polls_at(clock, 0)
+    dense = [at for at in times if 2_800 <= at < 3_300]
+    assert 10 <= len(dense) <= 21  # 500 ms (the cap) at 25 to 50 ms apart
+    after = [at for at in times if at >= 3_300]
+    assert all(250 <= b - a <= 500 for a, b in itertools.pairwise(after))
+    assert trips.take().count("GetItem") == len(times) <= 40
+
+
+def test_a_container_learns_run_times_from_the_records_it_replays(
+    moto_store: DynamoDBStore,
+) -> None:
+    """A container that never ran the function learns how long it takes from a record it
+    replays (claimed at, completed at); a record without both ends (as Powertools writes
+    them) or with ends no invocation could have (a clock that jumped) teaches it nothing."""
+    clock = ScriptedClock()
+    handler, runs = timed_handler(moto_store, clock)
+    now = clock.now_ms()
+
+    def stored(order_id: str, **ends: int) -> dict[str, Any]:
+        event = {"order_id": order_id, "takes_ms": 0}
+        pk, payload_hash = handler.idempotency._identify(event)
+        hold(handler, moto_store, event, lease_ms=HOUR_MS)
+        assert moto_store.complete(
+            pk,
+            owner=HOLDER,
+            payload_hash=payload_hash,
+            result=encode({"ran": "holder"}).blob,
+            expiration_s=now // 1000 + 86_400,
+            **ends,
+        )
+        return event
+
+    for event in (
+        stored("both", claimed_at_ms=now - 1_234, completed_at_ms=now),
+        stored("instant", claimed_at_ms=now, completed_at_ms=now),
+        stored("no-claim", completed_at_ms=now),
+        stored("backwards", claimed_at_ms=now + 5, completed_at_ms=now),
+        stored("too-long", claimed_at_ms=now - 900_001, completed_at_ms=now),
+        stored("longest", claimed_at_ms=now - 900_000, completed_at_ms=now),
+    ):
+        assert handler(event, None) == {"ran": "holder"}
+
+    assert runs == []
+    assert list(handler.idempotency.recent_runs_ms) == [1_234, 0, 900_000]
+
+
+def test_a_container_remembers_its_latest_sixteen_runs(moto_store: DynamoDBStore) -> None:
+    clock = ScriptedClock()
+    handler, _ = timed_handler(moto_store, clock)
+    for takes_ms in range(100, 2_100, 100):
+        handler({"order_id": f"o-{takes_ms}", "takes_ms": takes_ms}, None)
+    assert list(handler.idempotency.recent_runs_ms) == list(range(500, 2_100, 100))
+
+
+def test_a_waiter_polling_in_a_busy_loop_fails_its_test_at_once(
+    moto_store: DynamoDBStore,
+) -> None:
+    """Should the schedule ever poll without waiting while the key stays held (a key that
+    frees sooner by the schedule than by the wait loop's reading), the fake clock would never
+    move and the test would hang: the clock raises instead, after a thousand sleeps in a row
+    that do not move it. Sleeps that move it never raise."""
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock)
+    hold(handler, moto_store, EVENT, lease_ms=HOUR_MS)
+
+    with (
+        mock.patch.object(_waiting, "next_poll_ms", return_value=0),
+        pytest.raises(RuntimeError, match="busy loop"),
+    ):
+        handler(dict(EVENT), FakeContext(30_000, clock=clock))
+    assert len(clock.slept) == 1_001
+    assert runs == []
+
+    moving = FakeClock()
+    for _ in range(5_000):
+        moving.sleep(0.0004)  # under a millisecond: does not move it...
+        moving.sleep(0.001)  # ...but this does
+    assert len(moving.slept) == 10_000
+
+
 # -- the poll schedule, property by property ------------------------------------------------
 #
 # `next_poll_ms` is a pure function of the held record, the time, the skew allowance, the
@@ -608,7 +795,14 @@ class Jitter:
 
 
 def poll_in_ms(
-    held: Record, *, age_ms: int, skew_ms: int, throttled: int, share: float, now_ms: int = NOW_MS
+    held: Record,
+    *,
+    age_ms: int,
+    skew_ms: int,
+    throttled: int,
+    share: float,
+    now_ms: int = NOW_MS,
+    runs_ms: list[int] | None = None,
 ) -> int:
     with mock.patch.object(_waiting, "random", Jitter(share)):
         return _waiting.next_poll_ms(
@@ -617,6 +811,7 @@ def poll_in_ms(
             started_ms=now_ms - age_ms,
             skew_ms=skew_ms,
             throttled=throttled,
+            runs_ms=runs_ms or (),
         )
 
 
@@ -719,3 +914,84 @@ def test_a_waiter_polls_the_first_millisecond_the_key_is_free_on_every_clock(
         assert polled_in == first_free - now
     else:
         assert polled_in == regular
+
+
+@given(
+    age_ms=st.integers(0, 25_000),
+    skew_ms=st.integers(0, 5_000),
+    share=shares,
+    kind=st.sampled_from(["lease", "no lease (Powertools)", "released ahead of our clock"]),
+    freed_ms_ago=st.integers(0, 5_000),
+)
+def test_a_waiter_whose_key_is_already_free_polls_at_once(
+    age_ms: int, skew_ms: int, share: float, kind: str, freed_ms_ago: int
+) -> None:
+    """The refused claim came back after the key had freed on every clock (a slow answer):
+    the waiter polls at once instead of a regular interval later. A throttled one backs off
+    all the same."""
+    now = NOW_MS
+    if kind == "lease":
+        held = holder(age_ms, now, lease_until=now - skew_ms - 1 - freed_ms_ago)
+    elif kind == "no lease (Powertools)":
+        held = holder(age_ms, now, lease_until=None, expiration=(now - skew_ms) // 1000 - 1)
+    else:
+        held = holder(age_ms, now, status=Status.RELEASED, lease_until=now - freed_ms_ago)
+    assert free_on_every_clock(held, now, skew_ms)
+    regular = poll_in_ms(
+        holder(age_ms, now), age_ms=age_ms, skew_ms=skew_ms, throttled=1, share=share
+    )
+
+    assert poll_in_ms(held, age_ms=age_ms, skew_ms=skew_ms, throttled=0, share=share) == 0
+    assert poll_in_ms(held, age_ms=age_ms, skew_ms=skew_ms, throttled=1, share=share) == regular
+
+
+runs = st.lists(st.integers(0, 20_000), min_size=1, max_size=16)
+
+
+@given(age_ms=st.integers(0, 25_000), runs_ms=runs, share=shares)
+# Either side of the window's edges: opening, closing 250 ms past the longest run, the cap.
+@example(age_ms=2_799, runs_ms=[2_900], share=1.0)
+@example(age_ms=2_800, runs_ms=[2_900], share=1.0)
+@example(age_ms=3_149, runs_ms=[2_900], share=0.0)
+@example(age_ms=3_150, runs_ms=[2_900], share=0.0)
+@example(age_ms=3_299, runs_ms=[9_000, 2_900], share=0.0)
+@example(age_ms=3_300, runs_ms=[9_000, 2_900], share=0.0)
+@example(age_ms=200, runs_ms=[300, 250], share=1.0)  # the regular poll comes first
+def test_a_waiter_that_has_seen_the_function_run_polls_when_the_holder_is_due(
+    age_ms: int, runs_ms: list[int], share: float
+) -> None:
+    """The window opens 100 ms before the shortest recent run would have ended, counted from
+    the holder's claim, and closes 250 ms after the longest would have, at most 500 ms after it
+    opens. Before it, the waiter polls at its regular time or the opening, whichever is
+    sooner; within it, at its regular time or a jittered 25 to 50 ms, whichever is sooner;
+    after it, at its regular time: never later than without the runs."""
+    regular = poll_in_ms(holder(age_ms), age_ms=age_ms, skew_ms=2_000, throttled=0, share=share)
+    opens = min(runs_ms) - 100
+    closes = min(max(runs_ms) + 250, opens + 500)
+
+    polled_in = poll_in_ms(
+        holder(age_ms), age_ms=age_ms, skew_ms=2_000, throttled=0, share=share, runs_ms=runs_ms
+    )
+
+    if age_ms < opens:
+        assert polled_in == min(regular, opens - age_ms)
+    elif age_ms < closes:
+        assert polled_in == min(regular, round(50 * (0.5 + 0.5 * share)))
+    else:
+        assert polled_in == regular
+
+
+@given(age_ms=st.integers(0, 25_000), runs_ms=runs, throttled=st.integers(0, 6), share=shares)
+def test_runs_seen_change_nothing_for_a_throttled_waiter_or_a_holder_without_claimed_at(
+    age_ms: int, runs_ms: list[int], throttled: int, share: float
+) -> None:
+    """A throttled waiter backs off as before; a record without `claimed_at` (Powertools')
+    does not say when its holder started, so there is nothing to count the runs from."""
+    held = holder(age_ms)
+    assert poll_in_ms(
+        held, age_ms=age_ms, skew_ms=2_000, throttled=throttled + 1, share=share, runs_ms=runs_ms
+    ) == poll_in_ms(held, age_ms=age_ms, skew_ms=2_000, throttled=throttled + 1, share=share)
+    anonymous = holder(age_ms, claimed_at=None)
+    assert poll_in_ms(
+        anonymous, age_ms=age_ms, skew_ms=2_000, throttled=throttled, share=share, runs_ms=runs_ms
+    ) == poll_in_ms(anonymous, age_ms=age_ms, skew_ms=2_000, throttled=throttled, share=share)
