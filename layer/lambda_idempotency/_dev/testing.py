@@ -34,18 +34,30 @@ def create_idempotency_table(
 
 
 class FakeClock:
-    """Time that moves only when told to, or when the library sleeps (waiting for a holder)."""
+    """Time that moves only when told to, or when the library sleeps (waiting for a holder).
+
+    Sleeps that do not move it, many in a row, raise: a loop that polls without waiting
+    would hang the test (and, on a real clock, hammer the table)."""
+
+    MAX_STILL_SLEEPS = 1_000
 
     def __init__(self, start_ms: int | None = None) -> None:
         self.ms = start_ms if start_ms is not None else time.time_ns() // 1_000_000
         self.slept: list[float] = []
+        self._still = 0
 
     def now_ms(self) -> int:
         return self.ms
 
     def sleep(self, seconds: float) -> None:
         self.slept.append(seconds)
-        self.ms += int(seconds * 1000)
+        moved = int(seconds * 1000)
+        self._still = 0 if moved else self._still + 1
+        if self._still > self.MAX_STILL_SLEEPS:
+            raise RuntimeError(
+                f"slept {self._still} times in a row without the fake clock moving: a busy loop"
+            )
+        self.ms += moved
 
     def advance(self, seconds: float) -> None:
         self.ms += int(seconds * 1000)
