@@ -8,13 +8,16 @@ after the handler's time each has its answer, and what their polls cost the key'
 Two ways to run the callers: as threads of one process (they share its GIL, so each one's
 round trips queue behind the others' CPU), and as processes of their own, each with its own
 client, as separate Lambda execution environments are (on this machine they still share its
-cores with each other and with DynamoDB Local).
+cores with each other and with DynamoDB Local). And two kinds of caller: a first wait, whose
+container has not seen the function run, and one whose container has run it once before (a
+warm container of a function in use), which polls when the holder is due.
 """
 
 from __future__ import annotations
 
 import itertools
 import multiprocessing
+import os
 import statistics
 import threading
 import time
@@ -55,14 +58,24 @@ class Trial:
 THREADS = "threads"
 PROCESSES = "processes"
 MODES = (THREADS, PROCESSES)
+SEEN = (False, True)
+"""Whether the callers' containers ran the handler once before the trial (on another key)."""
+Case = tuple[int, str, bool, float]
+"""Callers, how they run, whether they have seen a run, the handler's time in seconds."""
 
 
 def run_trial(
-    endpoint_url: str, table: str, *, callers: int, work_seconds: float, mode: str = THREADS
+    endpoint_url: str,
+    table: str,
+    *,
+    callers: int,
+    work_seconds: float,
+    mode: str = THREADS,
+    seen: bool = False,
 ) -> Trial:
     if mode == PROCESSES:
         return run_trial_in_processes(
-            endpoint_url, table, callers=callers, work_seconds=work_seconds
+            endpoint_url, table, callers=callers, work_seconds=work_seconds, seen=seen
         )
     client = dynamodb_client(endpoint_url, max_pool_connections=callers)
     reads: dict[int, int] = {}
@@ -87,6 +100,12 @@ def run_trial(
         return work(event)
 
     handler = OURS.wrap(client, table, body, cache=False, on_in_progress="wait")
+    if seen:
+        handler(order_event(f"hot-key-seen-{uuid.uuid4()}"), LambdaContext())
+        ran.clear()
+        reads.clear()
+        claimed.clear()
+    ran_before = work.executions
     event = order_event(f"hot-key-{next(_keys)}")
     answers: list[tuple[float, int, str]] = [(0.0, 0, "no answer")] * callers
     released: list[float] = []
@@ -120,17 +139,19 @@ def run_trial(
             )
             for finished, ident, outcome in answers
         ],
-        executions=work.executions,
+        executions=work.executions - ran_before,
     )
 
 
 def run_trial_in_processes(
-    endpoint_url: str, table: str, *, callers: int, work_seconds: float
+    endpoint_url: str, table: str, *, callers: int, work_seconds: float, seen: bool = False
 ) -> Trial:
     """One trial with every caller in a process of its own (forked, so nothing is imported
-    again), warm: its client made and one invocation of another key run before the barrier."""
+    again), warm: its client made and one invocation of another key run before the barrier
+    (of the trial's handler itself when `seen`)."""
     context = multiprocessing.get_context("fork")
     barrier = context.Barrier(callers + 1)
+    warmed = context.Barrier(callers)
     answers = context.Queue()
     event = order_event(f"hot-key-{next(_keys)}")
 
@@ -151,10 +172,16 @@ def run_trial_in_processes(
             if not claimed:
                 claimed.append(time.perf_counter())
 
-        client.meta.events.register("before-send.dynamodb.GetItem", count_read)
-        client.meta.events.register("after-call.dynamodb.PutItem", note_claim)
         work = Work(seconds=work_seconds)
         handler = OURS.wrap(client, table, work.handler(), cache=False, on_in_progress="wait")
+        if seen:
+            # Once every process is set up (forked, imported, connected): as a run of a warm
+            # container, not one slowed by 63 others' start.
+            warmed.wait(timeout=120)
+            handler(order_event(f"hot-key-seen-{uuid.uuid4()}"), LambdaContext())
+        ran_before = work.executions
+        client.meta.events.register("before-send.dynamodb.GetItem", count_read)
+        client.meta.events.register("after-call.dynamodb.PutItem", note_claim)
         barrier.wait()
         released = time.perf_counter()
         try:
@@ -164,7 +191,14 @@ def run_trial_in_processes(
             outcome = type(exc).__name__
         finished = time.perf_counter()
         answers.put(
-            (released, finished, claimed[0] if claimed else None, reads, work.executions, outcome)
+            (
+                released,
+                finished,
+                claimed[0] if claimed else None,
+                reads,
+                work.executions - ran_before,
+                outcome,
+            )
         )
 
     processes = [context.Process(target=caller, daemon=True) for _ in range(callers)]
@@ -199,18 +233,33 @@ def measure(
     callers: int,
     trials: int,
     work_seconds: tuple[float, ...],
-) -> dict[tuple[str, float], list[Trial]]:
-    """Trials for each way of running the callers and each handler time, interleaved, each on
-    a new key, after one trial left out (it opens the client's connections)."""
-    results: dict[tuple[str, float], list[Trial]] = {
-        (mode, seconds): [] for mode in MODES for seconds in work_seconds
+    few_callers: int | None = None,
+) -> dict[Case, list[Trial]]:
+    """Trials for each way of running the callers, each kind of caller and each handler time,
+    interleaved, each on a new key, after one trial left out (it opens the client's
+    connections). With `few_callers`, processes again with that many callers: whether a lag
+    comes from the poll schedule or from this machine's cores, which `callers` processes
+    saturate."""
+    ways = [(callers, mode) for mode in MODES]
+    if few_callers:
+        ways.append((few_callers, PROCESSES))
+    results: dict[Case, list[Trial]] = {
+        (n, mode, seen, seconds): []
+        for seen in SEEN
+        for n, mode in ways
+        for seconds in work_seconds
     }
     run_trial(endpoint_url, table["ours"], callers=callers, work_seconds=min(work_seconds))
     for _ in range(trials):
-        for (mode, seconds), runs in results.items():
+        for (n, mode, seen, seconds), runs in results.items():
             runs.append(
                 run_trial(
-                    endpoint_url, table["ours"], callers=callers, work_seconds=seconds, mode=mode
+                    endpoint_url,
+                    table["ours"],
+                    callers=n,
+                    work_seconds=seconds,
+                    mode=mode,
+                    seen=seen,
                 )
             )
     return results
@@ -225,9 +274,12 @@ def _duration(seconds: float) -> str:
 
 
 MODE_TITLES = {THREADS: "threads of one process", PROCESSES: "processes"}
+SEEN_TITLES = {False: "first wait", True: "has seen a run"}
 
 
-def _row(trials: list[Trial], *, callers: int, mode: str, work_seconds: float) -> list[str]:
+def _row(
+    trials: list[Trial], *, callers: int, mode: str, seen: bool, work_seconds: float
+) -> list[str]:
     waiters = [(trial, w) for trial in trials for w in trial.waiters if not w.ran]
     polled = [(trial, w) for trial, w in waiters if w.reads > 0]
     over = [w.answered - work_seconds for _, w in waiters]
@@ -238,7 +290,8 @@ def _row(trials: list[Trial], *, callers: int, mode: str, work_seconds: float) -
     executions = sorted({trial.executions for trial in trials})
     others = sum(w.outcome != "result" for _, w in waiters)
     return [
-        f"hot key: {callers - 1} waiters, {MODE_TITLES[mode]}, handler {_duration(work_seconds)}",
+        f"hot key: {callers - 1} waiters, {MODE_TITLES[mode]}, {SEEN_TITLES[seen]}, "
+        f"handler {_duration(work_seconds)}",
         " to ".join(map(str, executions)),
         f"+{_ms(statistics.median(holders))} / +{_ms(max(holders))} ms",
         f"+{_ms(statistics.median(over))} / +{_ms(max(over))} ms",
@@ -250,11 +303,14 @@ def _row(trials: list[Trial], *, callers: int, mode: str, work_seconds: float) -
     ]
 
 
-def section(results: dict[tuple[str, float], list[Trial]], *, callers: int) -> Section:
+def section(results: dict[Case, list[Trial]], *, callers: int) -> Section:
     trials = min(len(runs) for runs in results.values())
+    few = sorted({n for n, *_ in results if n != callers})
     rows = [
-        _row(runs, callers=callers, mode=mode, work_seconds=seconds)
-        for (mode, seconds), runs in sorted(results.items(), key=lambda item: item[0][1])
+        _row(runs, callers=n, mode=mode, seen=seen, work_seconds=seconds)
+        for (n, mode, seen, seconds), runs in sorted(
+            results.items(), key=lambda item: (item[0][3], item[0][2], -item[0][0], item[0][1])
+        )
     ]
     return Section(
         title="Hot key",
@@ -264,8 +320,19 @@ def section(results: dict[tuple[str, float], list[Trial]], *, callers: int) -> S
             "body (it sleeps the handler's time), the others wait for its result. The callers "
             "run as threads of one process, and as processes of their own (forked, each with "
             "its own client and an open connection), as separate Lambda execution "
-            "environments are. "
-            f"{trials} trials per handler time, interleaved, each on a new key; times are "
+            "environments are. Either all callers wait for the first time (their containers "
+            "have not seen the function run), or each caller's container has run the handler "
+            "once before, on another key (a warm function in use): such a waiter polls when "
+            "its holder is due. "
+            + (
+                f"The processes run again {few[0]} at a time, which this machine's cores carry "
+                f"without queueing (it has {os.cpu_count()}): {callers} processes polling "
+                "every few tens of milliseconds keep every core busy, and the lag measured then "
+                "is this machine's, not the schedule's. "
+                if few
+                else ""
+            )
+            + f"{trials} trials per case, interleaved, each on a new key; times are "
             "over every waiter of every trial. Reads are the GetItems each waiter sent, counted "
             "on the client."
         ),
@@ -295,5 +362,9 @@ def section(results: dict[tuple[str, float], list[Trial]], *, callers: int) -> S
             "process's GIL, so their round trips queue behind each other's CPU; processes do "
             "not, but all callers still share this machine's cores with DynamoDB Local, which "
             "separate Lambda execution environments and DynamoDB do not.",
+            "A waiter that has seen a run polls densely (25 to 50 ms apart) from 100 ms before "
+            "the holder is due to 250 ms after the longest run it saw; outside that window, and "
+            "on a first wait, it polls a quarter of the holder's age apart (100 to 500 ms), so "
+            "a first wait answers up to that much after the holder.",
         ],
     )

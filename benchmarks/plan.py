@@ -27,6 +27,7 @@ class Plan:
     contention_trials: int = 5
     contention_work_seconds: float = 0.2
     hot_key_callers: int = 64
+    hot_key_few_callers: int = 16
     hot_key_trials: int = 5
     hot_key_work_seconds: tuple[float, ...] = (0.2, 1.0, 5.0)
     throughput_threads: tuple[int, ...] = (1, 4, 16)
@@ -56,6 +57,7 @@ class Plan:
             contention_trials=1,
             contention_work_seconds=0.05,
             hot_key_callers=4,
+            hot_key_few_callers=2,
             hot_key_trials=1,
             hot_key_work_seconds=(0.05,),
             throughput_threads=(1, 2),

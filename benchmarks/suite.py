@@ -230,6 +230,7 @@ def _hot_key(
             callers=plan.hot_key_callers,
             trials=plan.hot_key_trials,
             work_seconds=plan.hot_key_work_seconds,
+            few_callers=plan.hot_key_few_callers,
         ),
         callers=plan.hot_key_callers,
     )

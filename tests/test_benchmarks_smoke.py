@@ -56,6 +56,7 @@ def test_the_suite_writes_a_report_with_every_section(
     assert "random text" in text and "BatchWriteItem" in text  # the chunk path was taken
     assert "computed from DynamoDB's documented rules" in text
     assert "no bytecode" in text
+    assert "processes, first wait" in text and "processes, has seen a run" in text  # hot key
     assert "**met**" in text or "**missed**" in text
     assert f"![Benchmark chart]({CHART_NAME})" in text
     assert panels[0].title.startswith("Total CPU per invocation")
