@@ -75,36 +75,38 @@ def next_poll_ms(
     nominal = min(
         max(WAIT_POLL_FRACTION * age, WAIT_MIN_POLL_SECONDS * 1000), WAIT_MAX_POLL_SECONDS * 1000
     )
-    if throttled:
-        nominal = min(nominal * 2**throttled, WAIT_THROTTLED_MAX_SECONDS * 1000)
-    delay = max(1, round(nominal * random.uniform(*WAIT_JITTER)))
-    if throttled:
-        return delay
-    if runs_ms and held.claimed_at is not None:
-        delay = min(delay, _due_poll_ms(held.claimed_at, now_ms, runs_ms))
+    if throttled:  # the key's partition asks its callers to slow down: nothing sooner
+        return _jittered(min(nominal * 2**throttled, WAIT_THROTTLED_MAX_SECONDS * 1000))
+    delay = _jittered(nominal)
+    due = _due_poll_ms(held.claimed_at, now_ms, runs_ms) if held.claimed_at is not None else None
+    if due is not None:
+        delay = min(delay, due)
     frees = _frees_at_ms(held, skew_ms)
     if frees <= now_ms:
         return 0  # the key is free already (the refused claim came back late): poll now
     return min(delay, frees - now_ms)
 
 
-def _due_poll_ms(claimed_at: int, now_ms: int, runs_ms: Collection[int]) -> int:
+def _due_poll_ms(claimed_at: int, now_ms: int, runs_ms: Collection[int]) -> int | None:
     """Until the next poll the holder's expected finish asks for: the moment the window
     opens (the shortest recent run less the lead, counted from the holder's claim), then a
     jittered dense interval until it closes (the longest plus the slack, within the cap).
-    Outside the window: never sooner than the regular schedule (a large number)."""
-    dense = WAIT_DUE_POLL_SECONDS * 1000
+    None without runs seen, or past the window."""
+    if not runs_ms:
+        return None
     opens = claimed_at + min(runs_ms) - round(WAIT_DUE_LEAD_SECONDS * 1000)
     slack = WAIT_DUE_SLACK_SECONDS * 1000
     closes = min(claimed_at + max(runs_ms) + slack, opens + WAIT_DUE_WINDOW_SECONDS * 1000)
     if now_ms < opens:
         return opens - now_ms
     if now_ms < closes:
-        return max(1, round(dense * random.uniform(*WAIT_JITTER)))
-    return _NEVER
+        return _jittered(WAIT_DUE_POLL_SECONDS * 1000)
+    return None
 
 
-_NEVER = 2**62
+def _jittered(nominal_ms: float) -> int:
+    """A draw from the jitter's share of `nominal_ms`, in whole milliseconds (at least 1)."""
+    return max(1, round(nominal_ms * random.uniform(*WAIT_JITTER)))
 
 
 def _frees_at_ms(held: Record, skew_ms: int) -> int:

@@ -957,6 +957,7 @@ runs = st.lists(st.integers(0, 20_000), min_size=1, max_size=16)
 @example(age_ms=3_299, runs_ms=[9_000, 2_900], share=0.0)
 @example(age_ms=3_300, runs_ms=[9_000, 2_900], share=0.0)
 @example(age_ms=200, runs_ms=[300, 250], share=1.0)  # the regular poll comes first
+@example(age_ms=2_900, runs_ms=[2_900], share=0.4996)  # 50 ms x 0.7498 = 37.49 ms: 37
 def test_a_waiter_that_has_seen_the_function_run_polls_when_the_holder_is_due(
     age_ms: int, runs_ms: list[int], share: float
 ) -> None:
