@@ -10,7 +10,7 @@ SAM_VENV := .tools/sam
 export SAM_CLI_TELEMETRY := 0
 
 .PHONY: setup demo test test-boto3-path lint bench reliability nightly sam-check mutate clean wire-lambda-botocore \
-	wire-awscrt bench-awscrt
+	wire-awscrt bench-awscrt bench-lambda-botocore
 
 ## $(call phase,WHAT,COMMAND): says what set-up is doing before a long quiet step, then how
 ## long it took (or that it failed), so a first `make setup` never sits silent for a minute.
@@ -71,6 +71,12 @@ $(LAMBDA_VENV)/.installed-$(LAMBDA_BOTOCORE): pyproject.toml
 wire-lambda-botocore: setup $(LAMBDA_VENV)/.installed-$(LAMBDA_BOTOCORE)
 	$(LAMBDA_VENV)/bin/python -m pytest -q -p no:cacheprovider \
 		tests/unit/test_wire_conformance.py tests/integration/test_wire_results.py
+
+## The fast wire path's CPU against boto3 and Powertools (benchmarks/wire.py) on that same
+## botocore, the one Lambda's runtime bundles: prints the figures `make bench` reports for the
+## newest botocore.
+bench-lambda-botocore: setup $(LAMBDA_VENV)/.installed-$(LAMBDA_BOTOCORE)
+	$(LAMBDA_VENV)/bin/python -m benchmarks.wire
 
 ## The same conformance tests with awscrt installed (as `boto3[crt]` or a container image has
 ## it, Lambda's runtime does not): botocore then signs with the CRT's SigV4 signer, for the

@@ -37,15 +37,18 @@ class Recorder:
         self.exchanges: list[Exchange] = []
         self._client = client
         client.meta.events.register("before-send.dynamodb", self._count)
-        client.meta.events.register("before-parse.dynamodb", self._keep)
+        # response-received, not before-parse: botocore before 1.35 has no before-parse.
+        client.meta.events.register("response-received.dynamodb", self._keep)
 
     def _count(self, event_name: str, **_: Any) -> None:
         self.requests.append(event_name.rsplit(".", 1)[-1])
 
-    def _keep(self, operation_model: Any, response_dict: dict[str, Any], **_: Any) -> None:
+    def _keep(self, event_name: str, response_dict: dict[str, Any] | None, **_: Any) -> None:
+        if response_dict is None:
+            return  # no answer came (a connection error): nothing to replay
         self.exchanges.append(
             Exchange(
-                operation=operation_model.name,
+                operation=event_name.rsplit(".", 1)[-1],
                 status=int(response_dict["status_code"]),
                 headers=dict(response_dict["headers"]),
                 body=bytes(response_dict["body"]),
@@ -60,7 +63,7 @@ class Recorder:
 
     def detach(self) -> None:
         self._client.meta.events.unregister("before-send.dynamodb", self._count)
-        self._client.meta.events.unregister("before-parse.dynamodb", self._keep)
+        self._client.meta.events.unregister("response-received.dynamodb", self._keep)
 
 
 _NOT_RECORDED = Exchange(
