@@ -336,7 +336,7 @@ def _budget(
         ratio, measured = ours.least / theirs.least, f"{cpu} = {ours.least / theirs.least:.2f}x"
     else:
         low, ratio, high = paired_ratios(ours, theirs)
-        measured = f"{ratio:.2f}x round by round ({low:.2f} to {high:.2f}; least CPU {cpu})"
+        measured = f"{ratio:.3f}x round by round ({low:.2f} to {high:.2f}; least CPU {cpu})"
     where = "" if answered == FROM_RECORDING else f", {FROM_LOCAL}"
     return Budget(
         f"total CPU per invocation, {scenario.title.lower()}, fast wire path{where}",

@@ -49,6 +49,8 @@ def wire_parts() -> WireParts | None:
         auth.SigV4Auth.headers_to_sign  # noqa: B018
         blacklist = frozenset(auth.SIGNED_HEADERS_BLACKLIST)
         host_of = functools.lru_cache(maxsize=32)(auth._host_from_url)
+        ensure_unicode = auth.ensure_unicode
+        urlsplit = auth.urlsplit
         policy = http_headers().policy
         takes_context = "context" in prepared_class.__init__.__code__.co_varnames
     except AttributeError:
@@ -179,6 +181,43 @@ def wire_parts() -> WireParts | None:
             return self.get(name, failobj)
 
     class WireSigV4Auth(auth.SigV4Auth):  # type: ignore[misc]
+        _signed_names: str
+
+        def canonical_request(self, request: Any) -> str:
+            """botocore's, with the signed headers picked once for this and for the
+            Authorization header (nothing changes the headers in between)."""
+            signed = self.headers_to_sign(request)
+            names = self._signed_names = self.signed_headers(signed)
+            checksum = request.headers.get("X-Amz-Content-SHA256")
+            if checksum is None:
+                checksum = self.payload(request)
+            return "\n".join(
+                (
+                    request.method.upper(),
+                    self._normalize_url_path(urlsplit(request.url).path),
+                    self.canonical_query_string(request),
+                    self.canonical_headers(signed) + "\n",
+                    names,
+                    checksum,
+                )
+            )
+
+        def canonical_headers(self, headers_to_sign: Any) -> str:
+            """botocore's, for the `SigningHeaders` this class picks (names lower-cased)."""
+            return "\n".join(
+                f"{name}:{ensure_unicode(','.join(' '.join(v.split()) for v in values))}"
+                for name, values in sorted(headers_to_sign.items())
+            )
+
+        def _inject_signature_to_request(self, request: Any, signature: str) -> Any:
+            """botocore's, with the signed headers `canonical_request` picked (`add_auth`
+            always asks for the canonical request first)."""
+            request.headers["Authorization"] = (
+                f"AWS4-HMAC-SHA256 Credential={self.scope(request)}, "
+                f"SignedHeaders={self._signed_names}, Signature={signature}"
+            )
+            return request
+
         def headers_to_sign(self, request: Any) -> Any:
             signed = SigningHeaders()
             for name, value in request.headers.items():

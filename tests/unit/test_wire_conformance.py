@@ -75,7 +75,18 @@ CLIENTS: dict[str, Callable[[], Any]] = {
     "a default boto3 client": plain_client,
     "temporary credentials": lambda: plain_client(aws_session_token="token"),
     "Powertools' user agent hook": lambda: with_powertools_user_agent(our_client()),
+    "a hook adding a header with runs of spaces": lambda: with_spaced_header(our_client()),
 }
+
+
+def with_spaced_header(client: Any) -> Any:
+    """SigV4 signs a header's value with its runs of spaces collapsed and its ends trimmed."""
+
+    def add(request: Any, **_: Any) -> None:
+        request.headers["X-Tenant-Note"] = "  north   wing (bay  7)  "
+
+    client.meta.events.register_first("request-created.dynamodb", add)  # before the signer
+    return client
 
 
 def with_powertools_user_agent(client: Any) -> Any:
