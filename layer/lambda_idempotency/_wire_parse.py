@@ -154,9 +154,21 @@ def _structure_decoder(parser: Any, shape: Any, memo: dict[str, list[Decoder | N
         cell[0] = union
         return union
 
+    one_member = {json_name: (name, decode) for name, json_name, decode in decoders}
+    if len(one_member) < len(decoders):
+        one_member = {}  # two members on one JSON name: the walk below gives both
+
     def structure(value: Any) -> dict[str, Any]:
         if value is None:
             raise _UnusualAnswerError("a null structure")
+        if len(value) == 1 and one_member:
+            # One key (every AttributeValue): look it up, rather than every member up in it.
+            ((json_name, item),) = value.items()
+            known = one_member.get(json_name)
+            if known is None or item is None:
+                return {}
+            name, decode = known
+            return {name: item if decode is None else decode(item)}
         get = value.get
         parsed = {}
         for name, json_name, decode in decoders:

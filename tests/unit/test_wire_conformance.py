@@ -618,6 +618,11 @@ SHAPED_ANSWERS: dict[str, tuple[Call, dict[str, Any]]] = {
     "a null attribute value": (CALLS[4], {"Item": {"a": None}}),
     "a value of a type newer than this botocore": (CALLS[4], {"Item": {"a": {"V": "1"}}}),
     "a value with two types": (CALLS[4], {"Item": {"a": {"S": "1", "N": "1"}}}),
+    "a value whose one type is null": (CALLS[4], {"Item": {"a": {"S": None}, "b": {"S": "x"}}}),
+    "a structure with one member it does not know": (
+        CALLS[0],
+        {"Attributes": {"a": {"S": "1"}}, "ConsumedCapacity": {"Novel": 1}},
+    ),
     "an item that is not an object": (CALLS[4], {"Item": "k"}),
 }
 
