@@ -125,9 +125,14 @@ def idempotent(
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             event = args[0] if args else kwargs.get("event")
             context = args[1] if len(args) > 1 else kwargs.get("context")
+            durable = None
+            if hasattr(context, "execution_context") or _envelope_shaped(event):
+                durable = _durable_run(event, context)
+            if durable is not None:
+                context = durable.lambda_context  # nested functions lease per invocation
             token = _execution.lambda_context.set(context)
             try:
-                return engine.run(event, context, lambda: handler(*args, **kwargs))
+                return engine.run(event, context, lambda: handler(*args, **kwargs), durable)
             finally:
                 _execution.lambda_context.reset(token)
 
@@ -135,6 +140,26 @@ def idempotent(
         return wrapper
 
     return decorate
+
+
+def _envelope_shaped(event: Any) -> bool:
+    return (isinstance(event, dict) and "CheckpointToken" in event) or hasattr(
+        event, "checkpoint_token"
+    )
+
+
+def _durable_run(event: Any, context: Any) -> Any:
+    """The durable execution a handler runs in (`_durable`, imported only then), or None;
+    refuses `@idempotent` outside `@durable_execution`, where it would see the SDK's envelope."""
+    from . import _durable
+
+    if _durable.is_invocation_envelope(event):
+        raise ConfigurationError(
+            "@idempotent is outside @durable_execution: it sees the SDK's invocation envelope, "
+            "not your event, and a suspension as a return value. Put it inside: "
+            "@durable_execution, then @idempotent(...), then def handler(event, context)"
+        )
+    return _durable.durable_run(context)
 
 
 def idempotent_function(

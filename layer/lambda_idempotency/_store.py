@@ -403,6 +403,52 @@ class DynamoDBStore:
         )
         return refused is None
 
+    def extend_lease(
+        self,
+        pk: str,
+        *,
+        owner: str,
+        payload_hash: str | None,
+        claimed_at_ms: int | None,
+        lease_until_ms: int,
+        expiration_s: int,
+    ) -> tuple[bool, Record | None]:
+        """Move our IN_PROGRESS claim's lease to `lease_until_ms`, fenced on `owner`: a
+        PutItem of the claim as it was with the new lease (no permission beyond the claim's,
+        and the same item in either layout). Returns (True, None), or (False, the record that
+        holds the key now) when the claim is no longer ours: taken over after our lease
+        lapsed, or completed or released."""
+        names = self.names
+        item: dict[str, Any] = {
+            **self._key(pk),
+            names.status: {"S": self._in_progress_text},
+            names.expiration: {"N": str(expiration_s)},
+            names.lease_until: {"N": str(lease_until_ms)},
+            names.owner: {"S": owner},
+        }
+        if claimed_at_ms is not None:
+            item[names.claimed_at] = {"N": str(claimed_at_ms)}
+        if payload_hash is not None:
+            item[names.payload_hash] = {"S": payload_hash}
+        response, refused = self._send(
+            "put_item",
+            pk,
+            {_CONDITION_FAILED},
+            TableName=self.table_name,
+            Item=item,
+            ConditionExpression=f"{OWNED_BY_ME} AND {STILL_IN_PROGRESS}",
+            ExpressionAttributeNames={"#owner": names.owner, "#status": names.status},
+            ExpressionAttributeValues={
+                ":owner": {"S": owner},
+                ":in_progress": {"S": self._in_progress_text},
+            },
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if refused is None:
+            return True, None
+        held = response.get("Item")
+        return False, None if held is None else self._record(held)
+
     def inline_limit(self, pk: str, *, owner: str, payload_hash: str | None) -> int:
         """The most result bytes the completed record holds and stays within RECORD_BYTES
         (DynamoDB's item size: attribute names plus values; numbers sized at their widest)."""
