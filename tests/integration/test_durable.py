@@ -19,7 +19,7 @@ from aws_durable_execution_sdk_python_testing.runner import (
     DurableFunctionTestRunner,
 )
 
-from lambda_idempotency import DynamoDBStore, idempotent, idempotent_function
+from lambda_idempotency import DynamoDBStore, current_execution, idempotent, idempotent_function
 from lambda_idempotency._durable import owner_token, step_key
 from lambda_idempotency._record import Status
 
@@ -281,3 +281,51 @@ def test_outside_durable_execution_the_decorator_refuses_to_run(
     assert refused.status is InvocationStatus.FAILED  # each invocation refused, then given up
     assert error_type(refused) == "ConfigurationError"
     assert ledger.charges == []
+
+
+@pytest.mark.parametrize("ending", ["returns", "fails"])
+def test_a_zombie_invocation_of_an_older_execution_cannot_complete_or_release(
+    store: DynamoDBStore,
+    runner_for: Callable[[Handler], DurableFunctionTestRunner],
+    ending: str,
+) -> None:
+    """A's lease (its `lease_seconds`) lapsed while it waited, and execution B took the key
+    over; A's next invocation, already past its claim, then returns or fails: neither its
+    completion nor its release touches B's claim."""
+    ledger = Ledger()
+    taken_over: list[str] = []
+
+    @durable_execution
+    @idempotent(store=store, key="order_id", cache_size=0)
+    def handler(event: dict[str, Any], context: DurableContext) -> str:
+        charge_id = context.step(lambda _: ledger.charge(event["order_id"]), name="charge")
+        context.create_callback(name="shipping").result()
+        pk = current_execution().key_hash or ""
+        # B claims as the protocol lets it once A's lease lapsed (a claim with a later clock)
+        won, _ = store.claim(
+            pk,
+            owner=owner_token("arn:b"),
+            payload_hash=None,
+            now_ms=2**42,
+            lease_until_ms=2**42 + 60_000,
+            expiration_s=2**42 // 1000 + 3600,
+        )
+        taken_over.append(pk if won else "")
+        if ending == "fails":
+            raise RuntimeError("A fails after losing its key")
+        return charge_id
+
+    runner = runner_for(handler)
+    arn = start(runner, "a", {"order_id": "o-9"})
+    done = ship(runner, arn)
+    assert done.status is (
+        InvocationStatus.SUCCEEDED if ending == "returns" else InvocationStatus.FAILED
+    )
+    (pk,) = taken_over
+    record = store.get(pk)
+    assert record is not None and record.status is Status.IN_PROGRESS
+    assert record.owner == owner_token("arn:b")  # B's claim stands
+    assert ledger.charges == ["o-9"]
+    stats = handler.__wrapped__.idempotency.stats  # type: ignore[attr-defined]
+    assert stats["released"] == 0  # neither A's suspension nor its failure freed the key
+    assert stats["lease_lost" if ending == "returns" else "not_released"] == 1
