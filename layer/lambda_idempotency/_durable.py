@@ -95,7 +95,7 @@ def sdk_names(cls: type) -> set[str]:
     return {base.__name__ for base in cls.__mro__ if base.__module__.startswith(SDK_PACKAGE)}
 
 
-def step_key(context: Any, step_name: str) -> str:
+def durable_step_key(context: Any, step_name: str) -> str:
     """An effect's idempotency key inside a durable step: the execution's ARN and the step's
     name, so the effect runs once however often the step runs (a step whose invocation died
     after the effect but before its checkpoint runs again; AT_LEAST_ONCE_PER_RETRY, the SDK's
@@ -106,7 +106,7 @@ def step_key(context: Any, step_name: str) -> str:
         from ._errors import ConfigurationError
 
         raise ConfigurationError(
-            "step_key needs the durable context the handler was given (DurableContext)"
+            "durable_step_key needs the durable context the handler was given (DurableContext)"
         )
     return f"{run.arn}#step#{step_name}"
 

@@ -74,7 +74,6 @@ class Execution:
             raise ConfigurationError(f"at most {MAX_ENLISTED_WRITES} writes can be enlisted")
         self.writes.append(transact_item)
 
-
     def extend_lease(self, seconds: float) -> int | None:
         """Hold the key for `seconds` more from now (long work: a batch, an export), with a
         write fenced on our claim, so no other caller takes it over and waiters keep waiting.

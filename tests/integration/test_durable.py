@@ -19,8 +19,14 @@ from aws_durable_execution_sdk_python_testing.runner import (
     DurableFunctionTestRunner,
 )
 
-from lambda_idempotency import DynamoDBStore, current_execution, idempotent, idempotent_function
-from lambda_idempotency._durable import owner_token, step_key
+from lambda_idempotency import (
+    DynamoDBStore,
+    current_execution,
+    durable_step_key,
+    idempotent,
+    idempotent_function,
+)
+from lambda_idempotency._durable import owner_token
 from lambda_idempotency._record import Status
 
 pytestmark = pytest.mark.dynamodb_local
@@ -248,7 +254,8 @@ def test_an_effect_keyed_on_its_step_happens_once_when_the_step_runs_again(
     @durable_execution
     def handler(event: dict[str, Any], context: DurableContext) -> str:
         def invoice(_: Any) -> str:
-            sent = send_invoice(step=step_key(context, "invoice"), order_id=event["order_id"])
+            key = durable_step_key(context, "invoice")
+            sent = send_invoice(step=key, order_id=event["order_id"])
             if dies_before_checkpoint[0]:
                 dies_before_checkpoint[0] = False
                 raise InvocationError("the invocation died before the step's checkpoint")
