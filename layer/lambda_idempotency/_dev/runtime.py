@@ -94,7 +94,7 @@ class _DurableExecution:
         self.idempotency = getattr(inner, "idempotency", None)
 
     def __call__(self, event: Any, context: Any) -> Any:
-        from aws_durable_execution_sdk_python.execution import InvocationStatus
+        from aws_durable_execution_sdk_python.lambda_service import InvocationStatus
         from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
 
         runner = DurableFunctionTestRunner(handler=self.handler, poll_interval=0.05)
@@ -106,7 +106,7 @@ class _DurableExecution:
                 execution_name=str(uuid.uuid4()),
             )
         finally:
-            runner.close()
+            runner.close()  # type: ignore[no-untyped-call]
         if result.status is InvocationStatus.SUCCEEDED:
             return None if result.result is None else json.loads(result.result)
         error = result.error
