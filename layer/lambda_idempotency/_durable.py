@@ -60,9 +60,10 @@ class DurableRun:
         otherwise a later invocation of the same execution goes on and keeps the key."""
         if getattr(self.state, "is_checkpoint_token_revoked", False) is True:
             return False  # the SDK answers PENDING: the execution is replayed, not failed
-        if not isinstance(exc, Exception):
-            return False  # escapes the SDK's handler: Lambda invokes the execution again
-        return not (sdk_names(type(exc)) & KEEPS_THE_CLAIM)
+        if sdk_names(type(exc)) & KEEPS_THE_CLAIM:
+            return False
+        # Any other BaseException escapes the SDK's handler: Lambda invokes it again.
+        return isinstance(exc, Exception)
 
 
 def durable_run(context: Any) -> DurableRun | None:

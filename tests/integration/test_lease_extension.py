@@ -93,29 +93,41 @@ def test_a_waiter_keeps_waiting_while_the_holder_extends(
 def test_a_zombie_whose_key_was_taken_over_cannot_extend(
     store: DynamoDBStore, clock: FakeClock
 ) -> None:
+    """A's lease lapses and B takes the key over: A's extension is refused while B still
+    runs (B's lease stands) and after B completed, and A stops before its effect."""
     effects: list[str] = []
     lost: list[LeaseLostError] = []
+    zombie: list[Any] = []
+
+    def try_to_extend() -> None:
+        try:
+            zombie[0].extend_lease(600)
+        except LeaseLostError as exc:
+            lost.append(exc)
 
     @idempotent(store=store, key="id", payload="id", lease_seconds=10, clock=clock, cache_size=0)
     def export(event: dict[str, Any], context: Any) -> str:
         if event.get("takeover"):
+            try_to_extend()  # while B holds the key, IN_PROGRESS
+            held = record_of(store, export, "e-3")
+            assert held.owner == current_execution().owner
+            assert held.lease_until == current_execution().lease_until_ms
             effects.append("export by the new holder")
             return "theirs"
+        zombie.append(current_execution())
         clock.advance(15)  # our lease lapsed: another caller takes the key over
         other = threading.Thread(target=export, args=({"id": "e-3", "takeover": True}, None))
         other.start()
         other.join()
-        try:
-            current_execution().extend_lease(60)
-        except LeaseLostError as exc:
-            lost.append(exc)
+        try_to_extend()  # after B completed
+        if lost:
             return "stopped"
         effects.append("export by the zombie")
         return "ours"
 
     assert export({"id": "e-3"}, None) == "stopped"
+    assert len(lost) == 2 and lost[0].key_hash is not None
     assert effects == ["export by the new holder"]
-    assert lost[0].key_hash is not None
     record = record_of(store, export, "e-3")
     assert record.status is Status.COMPLETED  # the new holder's result, untouched
     assert export({"id": "e-3"}, None) == "theirs"
