@@ -137,7 +137,6 @@ def test_a_heartbeat_holds_the_key_through_long_work(store: DynamoDBStore) -> No
     effects: list[str] = []
     seen: list[InProgressError] = []
     clock = FakeClock()
-    beats = threading.Semaphore(0)
     real_sleep = threading.Event()
 
     @idempotent(store=store, key="id", payload="id", lease_seconds=10, clock=clock, cache_size=0)
@@ -146,10 +145,12 @@ def test_a_heartbeat_holds_the_key_through_long_work(store: DynamoDBStore) -> No
             effects.append("duplicate ran")
             return "duplicate"
         execution = current_execution()
+        first_lease = execution.lease_until_ms
         with execution.heartbeat(every=0.05, extend_by=30):
-            for _ in range(3):
-                real_sleep.wait(0.2)  # real time, for the beats; each beat is a write
-                beats.release()
+            for _ in range(400):  # real time, for a beat to land (each beat is a write)
+                if execution.lease_until_ms != first_lease:
+                    break
+                real_sleep.wait(0.05)
             clock.advance(25)  # past the first lease; the beats moved it to now + 30 s
             lease_until = execution.lease_until_ms
             try:
