@@ -724,43 +724,42 @@ def _release(store: DynamoDBStore, pk: str, args: argparse.Namespace) -> int:
     """Replace the record read here, and only that version of it, with a RELEASED tombstone
     (see DynamoDBStore.release_version): a record completed, claimed or released in between
     stays as it is (EXIT_CHANGED), and a live lease needs --force."""
-    from .._protocol import DEFAULT_CLOCK_SKEW_SECONDS
-
     now = _now_ms()
     record = _read(store, pk)
-    free = _free(record, store, pk, now)
+    if record is None:
+        raise CommandError(
+            f"nothing to release: no record {pk} in table {store.table_name}; the key is free "
+            "(check --namespace and --scope if you expected one)",
+            status=EXIT_NOTHING_TO_RELEASE,
+        )
+    free = _free(record, now)
     if free is not None:
         raise CommandError(f"nothing to release: {free}", status=EXIT_NOTHING_TO_RELEASE)
-    assert record is not None
-    lease_end = _lease_end_ms(record)
-    # Live on any clock within the protocol's skew allowance: the holder may still run.
-    skew_ms = int(DEFAULT_CLOCK_SKEW_SECONDS * 1000)
-    live = lease_end is not None and lease_end >= now - skew_ms
+    live_until = _live_lease_until(record, now)
     if not args.yes:
         _print_record(describe(record, now))
-        force = "" if lease_end is None or not live else " and --force (its lease is live)"
+        force = "" if live_until is None else " and --force (its lease is live)"
         raise CommandError(
             "release writes a RELEASED tombstone over this record, so its key runs again: "
             f"add --yes{force}"
         )
-    if live and not args.force:
-        assert lease_end is not None
+    if live_until is not None and not args.force:
         raise CommandError(
-            f"refused: {pk} is IN_PROGRESS and its lease runs until {_when(lease_end, now)}: "
+            f"refused: {pk} is IN_PROGRESS and its lease runs until {_when(live_until, now)}: "
             "its holder may still be running. Wait for the lease to end (the next retry then "
             "takes the key over), or add --force",
             status=EXIT_REFUSED,
         )
     try:
         released, current = store.release_version(record, now_ms=now)
+        now_is = "gone" if current is None else current.status.value
     except StoreError as exc:
         if _call_failed(exc):
             raise
-        released, current = False, None  # it changed into a record we cannot even read
+        released, current, now_is = False, None, "a record this library cannot read"
     except _DECODE_ERRORS:
-        released, current = False, None
+        released, current, now_is = False, None, "a record this library cannot read"
     if not released:
-        now_is = "gone" if current is None else current.status.value
         if current is not None and current.owner != record.owner:
             now_is += " under another claim"
         raise CommandError(
@@ -769,32 +768,38 @@ def _release(store: DynamoDBStore, pk: str, args: argparse.Namespace) -> int:
             status=EXIT_CHANGED,
         )
     print(f"released {pk} (was {record.status.value}): its next call runs the handler again")
-    if live and lease_end is not None:
+    if live_until is not None:
         print(
             f"warning: the holder of {pk} may still be running: its lease ends "
-            f"{_when(lease_end, now)}. If it completes before a retry claims the key, its "
+            f"{_when(live_until, now)}. If it completes before a retry claims the key, its "
             "result stands and retries replay it; if a retry claims first, both may run",
             file=sys.stderr,
         )
     return EXIT_OK
 
 
-def _free(record: Record | None, store: DynamoDBStore, pk: str, now_ms: int) -> str | None:
-    """Why the key is free already (no record, expired, released), or None."""
-    if record is None:
-        return (
-            f"no record {pk} in table {store.table_name}; the key is free (check --namespace "
-            "and --scope if you expected one)"
-        )
+def _live_lease_until(record: Record, now_ms: int) -> int | None:
+    """When the lease of an IN_PROGRESS record ends, if it is live on any clock within the
+    protocol's skew allowance (its holder may still be running); else None."""
+    from .._protocol import DEFAULT_CLOCK_SKEW_SECONDS
+
+    lease_end = _lease_end_ms(record)
+    if lease_end is None or lease_end < now_ms - int(DEFAULT_CLOCK_SKEW_SECONDS * 1000):
+        return None
+    return lease_end
+
+
+def _free(record: Record, now_ms: int) -> str | None:
+    """Why the key is free already (expired, released), or None."""
     if record.is_expired(now_ms):
         expired = _when((record.expiration + 1) * 1000, now_ms)
-        return f"{pk} expired {expired}; it counts as absent and the key is free"
-    if record.status is Status.RELEASED and record.lease_until is not None:
-        released = _when(record.lease_until, now_ms)
-        return f"{pk} was released {released}; the key is free to any call made since"
-    if record.status is Status.RELEASED:
-        return f"{pk} is released; the key is free"
-    return None
+        return f"{record.pk} expired {expired}; it counts as absent and the key is free"
+    if record.status is not Status.RELEASED:
+        return None
+    if record.lease_until is None:
+        return f"{record.pk} is released; the key is free"
+    released = _when(record.lease_until, now_ms)
+    return f"{record.pk} was released {released}; the key is free to any call made since"
 
 
 # -- doctor ---------------------------------------------------------------------------------
