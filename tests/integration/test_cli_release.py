@@ -328,3 +328,27 @@ def test_nothing_to_release_is_its_own_exit_code_and_writes_nothing(
     assert out == "" and err.count("\n") == 1
     assert "nothing to release" in err and "the key is free" in err
     assert raw_item(store, pk) == before
+
+
+@pytest.mark.parametrize(("ended_s_ago", "status"), [(1, 1), (5, 0)])
+def test_a_lease_that_ended_within_the_skew_allowance_still_counts_as_live(
+    ended_s_ago: int, status: int, store: DynamoDBStore, dynamodb_local_endpoint: str, capsys: Any
+) -> None:
+    """The holder's clock may be up to 2 s behind ours: a lease 1 s past on ours may still run
+    on its, as the claim's own condition assumes; 5 s past, it cannot."""
+    now = cli._now_ms()
+    store.claim(
+        "k-edge",
+        owner="holder",
+        payload_hash=None,
+        now_ms=now - MINUTE_MS,
+        lease_until_ms=now - ended_s_ago * 1000,
+        expiration_s=now // 1000 + 3600,
+    )
+
+    got, out, err = release(capsys, store, dynamodb_local_endpoint, "k-edge", "--yes")
+
+    assert got == status, (out, err)
+    record = store.get("k-edge")
+    assert record is not None
+    assert record.status is (Status.IN_PROGRESS if status else Status.RELEASED)
