@@ -90,7 +90,8 @@ RUNTIME_IAM_ACTIONS = frozenset(
 """What a decorated function needs on the idempotency table, no more. TransactWriteItems is
 authorised per item: our item in it is a PutItem. A release is a PutItem too (a tombstone),
 and BatchWriteItem writes the chunks of large results. Enlisted business writes need their
-own actions on their own tables. Scan and DeleteItem are for operators only."""
+own actions on their own tables. Scan is for operators only (`stuck`); their `release` is a
+PutItem as well."""
 
 USER_AGENT = f"lambda-idempotency/{VERSION}"
 """The default client's user agent; botocore appends its own name and version."""
