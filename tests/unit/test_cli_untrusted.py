@@ -5,6 +5,7 @@ most one line of error, never a traceback, and only a release that says so write
 from __future__ import annotations
 
 import json
+import os
 import time
 import zlib
 from typing import Any
@@ -114,7 +115,7 @@ def table_args(moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch) -> tu
     return ("--table", moto_store.table_name)
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(240 if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci" else 1800)
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(stored=stored_items)
 @example(stored={"status": s("IN_PROGRESS"), "lease_until": n(NOW_MS + 600_000)})  # no expiration
