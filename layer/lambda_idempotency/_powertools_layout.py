@@ -272,6 +272,26 @@ class PowertoolsStore(DynamoDBStore):
         )
         return refused is None
 
+    def release_version(self, shown: Record, *, now_ms: int) -> tuple[bool, Record | None]:
+        """Delete the record `shown` if it is still exactly that version (no tombstone:
+        Powertools would not read one); else (False, what holds the key now)."""
+        response, refused = self._send(
+            "delete_item",
+            shown.pk,
+            {_CONDITION_FAILED},
+            TableName=self.table_name,
+            Key=self._key(shown.pk),
+            **self._version_condition(shown),
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if refused is None:
+            return True, None
+        held = response.get("Item")
+        return False, None if held is None else self._record(held)
+
+    def _stored_status(self, status: Status) -> str:
+        return IN_PROGRESS if status is Status.IN_PROGRESS else status.value
+
     def _result_attributes(self, blob: bytes) -> dict[str, Any]:
         """`data` whenever Powertools can replay the result from it; our packed blob too
         when `data` alone would not replay it exactly (or cannot hold it)."""

@@ -90,7 +90,8 @@ RUNTIME_IAM_ACTIONS = frozenset(
 """What a decorated function needs on the idempotency table, no more. TransactWriteItems is
 authorised per item: our item in it is a PutItem. A release is a PutItem too (a tombstone),
 and BatchWriteItem writes the chunks of large results. Enlisted business writes need their
-own actions on their own tables. Scan and DeleteItem are for operators only."""
+own actions on their own tables. Scan is for operators only (`stuck`); their `release` is a
+PutItem as well."""
 
 USER_AGENT = f"lambda-idempotency/{VERSION}"
 """The default client's user agent; botocore appends its own name and version."""
@@ -504,8 +505,83 @@ class DynamoDBStore:
         return None if item is None else self._record(item)
 
     def delete(self, pk: str) -> None:
-        """Remove a record unconditionally (operators only: it breaks the fence)."""
+        """Remove a record unconditionally (tests and clean-ups only: it breaks the fence and
+        may remove a record completed a moment ago; operators use `release_version`)."""
         self._send("delete_item", pk, set(), TableName=self.table_name, Key=self._key(pk))
+
+    def release_version(self, shown: Record, *, now_ms: int) -> tuple[bool, Record | None]:
+        """Operators only: replace the record `shown`, if it is still exactly that version,
+        with a RELEASED tombstone so its key runs again. (True, None) when released; else
+        (False, what holds the key now, None if nothing): nothing was written.
+
+        The condition (`_version_condition`) closes the race of a record completed between
+        the operator's read and this write: the completed record stays, and retries replay
+        it. The tombstone keeps the record's owner token and is stamped `now_ms`, as the
+        protocol's own release is: a delayed copy of a claim sent before the release cannot
+        lock the key again, and a holder that was still running (a release forced over a
+        live lease) may still complete over it, so its effect is recorded, not run again.
+        A completed record's chunk items are left to their own TTL: they are keyed by its
+        owner token, and nothing else ever reads them."""
+        names = self.names
+        tombstone: dict[str, Any] = {
+            **self._key(shown.pk),
+            names.status: {"S": Status.RELEASED.value},
+            names.lease_until: {"N": str(now_ms)},
+            names.expiration: {"N": str(now_ms // 1000 + TOMBSTONE_SECONDS)},
+        }
+        if shown.owner is not None:
+            tombstone[names.owner] = {"S": shown.owner}
+        response, refused = self._send(
+            "put_item",
+            shown.pk,
+            {_CONDITION_FAILED},
+            TableName=self.table_name,
+            Item=tombstone,
+            **self._version_condition(shown),
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if refused is None:
+            return True, None
+        held = response.get("Item")
+        current = None if held is None else self._record(held)
+        if current is not None and current == Record(
+            shown.pk, Status.RELEASED, now_ms // 1000 + TOMBSTONE_SECONDS, now_ms, shown.owner
+        ):
+            return True, None  # our own tombstone: botocore resent a write that had landed
+        return False, current
+
+    def _version_condition(self, shown: Record) -> dict[str, Any]:
+        """A condition that holds only for the record `shown`: same status, owner token, lease,
+        expiration and times. Each claim has a token of its own and every completion sets a
+        fresh expiration, so any write by anyone since the read fails it."""
+        names = self.names
+        fields = (
+            ("status", names.status, {"S": self._stored_status(shown.status)}),
+            ("owner", names.owner, None if shown.owner is None else {"S": shown.owner}),
+            ("lease_until", names.lease_until, _number(shown.lease_until)),
+            ("expiration", names.expiration, _number(shown.expiration)),
+            ("claimed_at", names.claimed_at, _number(shown.claimed_at)),
+            ("completed_at", names.completed_at, _number(shown.completed_at)),
+        )
+        clauses: list[str] = []
+        attribute_names: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        for alias, name, value in fields:
+            attribute_names[f"#{alias}"] = name
+            if value is None:
+                clauses.append(f"attribute_not_exists(#{alias})")
+            else:
+                clauses.append(f"#{alias} = :{alias}")
+                values[f":{alias}"] = value
+        return {
+            "ConditionExpression": " AND ".join(clauses),
+            "ExpressionAttributeNames": attribute_names,
+            "ExpressionAttributeValues": values,
+        }
+
+    def _stored_status(self, status: Status) -> str:
+        """The text a status is stored as in this layout."""
+        return status.value
 
     def scan_stuck(
         self, *, claimed_before_ms: int, now_ms: int, page_size: int | None = None
@@ -536,10 +612,18 @@ class DynamoDBStore:
         while True:
             response, _ = self._send("scan", None, set(), **request)
             capacity = response.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0)
+            records, unreadable = [], []
+            for item in response.get("Items", []):
+                try:
+                    records.append(self._record(item))
+                except (StoreError, KeyError, ValueError, TypeError):
+                    # One record this library cannot read is reported, not a reason to stop.
+                    unreadable.append(self._pk_of(item))
             yield ScanPage(
-                records=[self._record(item) for item in response.get("Items", [])],
+                records=records,
                 scanned=int(response.get("ScannedCount", 0)),
                 capacity_units=float(capacity),
+                unreadable=unreadable,
             )
             last_key = response.get("LastEvaluatedKey")
             if last_key is None:
@@ -728,6 +812,8 @@ class ScanPage(Value):
     scanned: int
     """Items read for this page, matching or not: a scan's cost follows these."""
     capacity_units: float
+    unreadable: list[str]
+    """The keys of matching items in a shape this library does not write (inspect them)."""
 
 
 def stored_result_bytes(record: Record) -> int:
@@ -742,6 +828,10 @@ def stored_result_bytes(record: Record) -> int:
 _NUMBER_BYTES = 8
 """DynamoDB sizes a number as 1 byte per 2 significant digits plus 1: epoch seconds and
 milliseconds have at most 14 digits for centuries yet."""
+
+
+def _number(value: int | None) -> dict[str, str] | None:
+    return None if value is None else {"N": str(value)}
 
 
 def _chunk_pk(pk: str, owner: str, index: int) -> str:
