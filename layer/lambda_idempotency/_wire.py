@@ -112,11 +112,15 @@ class CannotHonourError(Exception):
 
 
 def fast_wire(client: Any) -> Any:
-    """A `FastWire` over `client`, or `client` itself when the lean path cannot serve it."""
+    """A `FastWire` over `client`, or `client` itself when the lean path cannot serve it or
+    its self-check on this client found a difference with the client's own way."""
     try:
-        return FastWire(client)
+        wire = FastWire(client)
     except CannotHonourError:
         return client
+    from ._wire_check import verified
+
+    return wire if verified(wire) else client
 
 
 class FastWire:
@@ -124,6 +128,7 @@ class FastWire:
 
     def __init__(self, client: Any) -> None:
         import botocore.client
+        import botocore.validate
 
         if not isinstance(client, botocore.client.BaseClient):
             raise CannotHonourError("not a botocore client")
@@ -164,7 +169,12 @@ class FastWire:
             raise CannotHonourError(f"protocol {protocol}")
         self.client = client
         self._service_id = model.service_id.hyphenize()
-        self._validates = bool(getattr(self._config, "parameter_validation", True))
+        # The client's serializer says whether it checks parameters (its config does not:
+        # botocore builds a new one for `meta.config` without that option).
+        serializer = getattr(client, "_serializer", None)
+        if serializer is None:
+            raise CannotHonourError("botocore without _serializer")
+        self._validates = isinstance(serializer, botocore.validate.ParamValidationDecorator)
         owners = (
             (client, CLIENT_METHODS + tuple(OPERATIONS)),
             (self._endpoint, ENDPOINT_METHODS),
@@ -175,7 +185,7 @@ class FastWire:
             for owner, names in owners
             for name in names
         ]
-        self._own_objects = [(owner, frozenset(names)) for owner, names in owners]
+        self._own_objects = _watched(client, self._endpoint, self._signer)
         self._plans: dict[str, _Plan | None] = {}
         self._endpoints: dict[tuple[str, tuple[str, ...]], _ResolvedEndpoint] = {}
         self._verdict = _Verdict(None, False, {}, {}, frozenset())
@@ -187,6 +197,27 @@ class FastWire:
 
     def __repr__(self) -> str:
         return f"FastWire({self.client!r})"
+
+    def over(self, twin: Any) -> FastWire:
+        """This path's compiled parts (plans, parser, request classes) over `twin`, a copy of
+        its client with parts of its own (the self-check's, in _wire_check)."""
+        lean = FastWire.__new__(FastWire)
+        lean.__dict__.update(self.__dict__)
+        lean.client = twin
+        lean._events = lean._emitter = twin.meta.events
+        lean._endpoint = twin._endpoint
+        lean._resolve = twin._resolve_endpoint_ruleset
+        lean._signer = twin._request_signer
+        lean._choose_signer = twin._request_signer._choose_signer
+        lean._own_objects = _watched(twin, twin._endpoint, twin._request_signer)
+        lean._plans = dict(self._plans)
+        lean._endpoints = {}
+        lean._verdict = _Verdict(None, False, {}, {}, frozenset())
+        return lean
+
+    def served(self) -> list[str]:
+        """The client methods this path serves for this client (the others: the client)."""
+        return [method for method, plan in self._plans.items() if plan is not None]
 
     def _use_cheaper_parts(self, parser: Any) -> None:
         """botocore's parser, request and signer, made cheaper where this botocore has the
@@ -680,6 +711,15 @@ def _urljoin(endpoint_url: str) -> str:
 
 def _nothing() -> None:
     pass
+
+
+def _watched(client: Any, endpoint: Any, signer: Any) -> list[tuple[Any, frozenset[str]]]:
+    """The objects whose own attributes may shadow a method this path does not call."""
+    return [
+        (client, frozenset(CLIENT_METHODS + tuple(OPERATIONS))),
+        (endpoint, frozenset(ENDPOINT_METHODS)),
+        (signer, frozenset(SIGNER_METHODS)),
+    ]
 
 
 def _untyped(value: Any) -> Any:
