@@ -312,14 +312,14 @@ class _Twin:
             for event in _CLIENT_EVENTS:
                 name = f"{event}.{service}.{operation}"
                 for handler in real.prefix_search(name):
-                    if not _handler_name(handler).startswith("botocore."):
+                    if not _botocores(handler):
                         continue  # a user's hook: not what is checked, never run for a check
                     own = signer.handler if _handler_name(handler) == SIGNER else handler
                     emitter._register(name, own)  # botocore's: no signature check
             self._retry_handlers[operation] = [
                 handler
                 for handler in real.prefix_search(f"needs-retry.{service}.{operation}")
-                if _handler_name(handler).startswith("botocore.")
+                if _botocores(handler)
             ]
         emitter._register(f"before-send.{service}", self._answer)
         emitter._register(f"needs-retry.{service}", self._decide)
@@ -396,6 +396,12 @@ _CLIENT_EVENTS = (
 )
 """The events botocore's own handlers are copied onto the twin for; before-send, needs-retry
 and after-call (the adaptive rate limiter, the retry quota) are the twin's own."""
+
+
+def _botocores(handler: Any) -> bool:
+    """A handler botocore registers on its clients (a Stubber's is the user's)."""
+    name = _handler_name(handler)
+    return name.startswith("botocore.") and not name.startswith("botocore.stub.")
 
 
 def _seed_invocation_id(context: dict[str, Any], **_: Any) -> None:
