@@ -455,7 +455,13 @@ def _untyped(value: Any) -> Any:
 
 def _copy(value: Any) -> Any:
     """A shallow copy that runs no `__getattr__` of the object's (a client's asks its
-    emitter)."""
-    twin = object.__new__(type(value))
-    twin.__dict__.update(value.__dict__)
+    emitter), without what was set on the one object in place of a method of its class (a
+    mock, a tracer's wrapper): those are the user's, and the twin runs botocore's own."""
+    cls = type(value)
+    twin = object.__new__(cls)
+    twin.__dict__.update(
+        (name, item)
+        for name, item in value.__dict__.items()
+        if not callable(getattr(cls, name, None))
+    )
     return twin
