@@ -230,16 +230,13 @@ def _request_differs(by_client: Any, by_lean: Any) -> str | None:
         return "the method"
     if by_client.url != by_lean.url:
         return "the URL"
-    for name in sorted(client_headers.keys() | lean_headers.keys()):
-        if client_headers.get(name) != lean_headers.get(name):
-            where = (
-                "the client's only"
-                if name not in lean_headers
-                else "the lean path's only"
-                if name not in client_headers
-                else "its value"
-            )
-            return f"header {name} ({where})"
+    for name in sorted(client_headers.keys() - lean_headers.keys()):
+        return f"header {name} (the client's only)"
+    for name in sorted(lean_headers.keys() - client_headers.keys()):
+        return f"header {name} (the lean path's only)"
+    for name in sorted(client_headers):
+        if client_headers[name] != lean_headers[name]:
+            return f"header {name} (its value)"  # the signature, when another one differs
     if bytes(by_client.body or b"") != bytes(by_lean.body or b""):
         return "the body"
     return None
@@ -361,7 +358,7 @@ class _Twin:
         except Exception as exc:
             run.outcome = _exception(exc)
         else:
-            run.outcome = ("result", result)
+            run.outcome = ("result", _typed(result))
         return run
 
     def _answer(self, request: Any, **_: Any) -> Any:
@@ -429,9 +426,19 @@ def _exception(exc: Exception) -> tuple[Any, ...]:
         "exception",
         type(exc).__name__,
         str(exc),
-        getattr(exc, "response", None),
+        _typed(getattr(exc, "response", None)),
         getattr(exc, "operation_name", None),
     )
+
+
+def _typed(value: Any) -> Any:
+    """`value` with the type of each part kept: `b"a" == bytearray(b"a")`, `1 == 1.0` and
+    `True == 1` in Python, not for a caller that checks types."""
+    if isinstance(value, dict):
+        return ("dict", sorted((key, _typed(item)) for key, item in value.items()))
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, [_typed(item) for item in value])
+    return (type(value).__name__, value)
 
 
 class _Body:
