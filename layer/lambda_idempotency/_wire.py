@@ -310,27 +310,18 @@ class FastWire:
 
     # -- one call ---------------------------------------------------------------------------
 
-    def _call(
-        self, method: str, params: dict[str, Any], seed: Mapping[str, Any] | None = None
-    ) -> dict[str, Any]:
+    def _call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         plan = self._plans[method]
         verdict = None if plan is None else self._current_verdict()
         if plan is None or verdict is None:
             result: dict[str, Any] = getattr(self.client, method)(**params)
             return result
         with _request_context():
-            response: dict[str, Any] = self._call_lean(plan, verdict, params, seed)
+            response: dict[str, Any] = self._call_lean(plan, verdict, params)
         return response
 
-    def _call_lean(
-        self,
-        plan: _Plan,
-        verdict: _Verdict,
-        params: dict[str, Any],
-        seed: Mapping[str, Any] | None,
-    ) -> dict[str, Any]:
-        """One call as `_make_api_call` makes it; `seed` starts its context (the self-check
-        fixes the invocation ID with it, as botocore keeps one already there)."""
+    def _call_lean(self, plan: _Plan, verdict: _Verdict, params: dict[str, Any]) -> dict[str, Any]:
+        """One call, as `_make_api_call` makes it."""
         if plan.name in USER_DATA and (self._validates or plan.name in verdict.validated):
             validate_user_data(params, plan.operation_model)  # as the client would
         if plan.token_member is not None and plan.token_member not in params:
@@ -342,7 +333,7 @@ class FastWire:
             self._plans[plan.method] = None
             result: dict[str, Any] = getattr(self.client, plan.method)(**params)
             return result
-        context = {**plan.context, **resolved.context(), **(seed or {})}
+        context = {**plan.context, **resolved.context()}
         headers = dict(plan.headers)
         headers.update(resolved.headers)
         # botocore builds the user agent twice a call (about 30 µs each unless it is fixed):

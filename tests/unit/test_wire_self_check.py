@@ -208,3 +208,15 @@ def test_the_retry_decision_on_each_answer_is_botocores(monkeypatch: pytest.Monk
     assert by_answer["ConditionalCheckFailedException"] == [False]
     assert by_answer["ThrottlingException"] == [True]
     assert by_answer["InternalServerError"] == [True]
+
+
+@pytest.mark.parametrize("value", ["0", "false", "No"])
+def test_the_self_check_can_be_skipped_by_an_operator_who_vouches_for_botocore(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, value: str
+) -> None:
+    add_a_default_header(monkeypatch)
+    monkeypatch.setenv("IDEMPOTENCY_FAST_WIRE_CHECK", value)
+    caplog.set_level(logging.WARNING, logger="lambda_idempotency")
+    client = _default_client(None, "eu-west-1")
+    assert isinstance(DynamoDBStore("idempotency", client=client)._caller(), FastWire)
+    assert warnings(caplog) == []
