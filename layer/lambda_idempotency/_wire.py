@@ -14,10 +14,13 @@ SigV4's choice of signed headers (`_wire_request`), and the parser's walk of the
 once per shape, with an error's body decoded once (`_wire_parse`).
 
 It steps aside, call by call, for anything it cannot honour: a handler on an event it skips
-(a Stubber, endpoint discovery, a user's hook), a patched `_make_api_call` (X-Ray,
-OpenTelemetry), a method replaced on the client, an operation whose model needs more than it
+(a Stubber, endpoint discovery, a user's hook), any botocore method whose work it does instead
+of calling it, patched or replaced on the class or on the one client, endpoint or signer
+(X-Ray, OpenTelemetry, `mock.patch.object`), an operation whose model needs more than it
 knows, or a botocore whose private parts it relies on are missing. The client then does the
-call as usual.
+call as usual. Enlisted writes, the one data it sends that the store did not build, are
+checked as the client checks parameters. And before it serves a client at all, it proves
+itself against the client's own way on this botocore (`_wire_check`), or steps aside.
 """
 
 from __future__ import annotations
@@ -175,17 +178,12 @@ class FastWire:
         if serializer is None:
             raise CannotHonourError("botocore without _serializer")
         self._validates = isinstance(serializer, botocore.validate.ParamValidationDecorator)
-        owners = (
-            (client, CLIENT_METHODS + tuple(OPERATIONS)),
-            (self._endpoint, ENDPOINT_METHODS),
-            (self._signer, SIGNER_METHODS),
-        )
+        self._own_objects = _watched(client, self._endpoint, self._signer)
         self._own_methods = [
             (type(owner), name, _botocore_function(type(owner), name))
-            for owner, names in owners
-            for name in names
+            for owner, names in self._own_objects
+            for name in sorted(names)
         ]
-        self._own_objects = _watched(client, self._endpoint, self._signer)
         self._plans: dict[str, _Plan | None] = {}
         self._endpoints: dict[tuple[str, tuple[str, ...]], _ResolvedEndpoint] = {}
         self._verdict = _Verdict(None, False, {}, {}, frozenset())
