@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import operator
 import os
 import types
 import uuid
@@ -179,10 +180,13 @@ class FastWire:
             raise CannotHonourError("botocore without _serializer")
         self._validates = isinstance(serializer, botocore.validate.ParamValidationDecorator)
         self._own_objects = _watched(client, self._endpoint, self._signer)
-        self._own_methods = [
-            (type(owner), name, _botocore_function(type(owner), name))
+        self._own_methods = [  # per class: its methods read in one go, and botocore's own
+            (
+                type(owner),
+                operator.attrgetter(*sorted(names)),
+                tuple(_botocore_function(type(owner), name) for name in sorted(names)),
+            )
             for owner, names in self._own_objects
-            for name in sorted(names)
         ]
         self._plans: dict[str, _Plan | None] = {}
         self._endpoints: dict[tuple[str, tuple[str, ...]], _ResolvedEndpoint] = {}
@@ -268,8 +272,9 @@ class FastWire:
         for owner, names in self._own_objects:
             if not names.isdisjoint(owner.__dict__):
                 return None  # patched on this one object (mock.patch.object, a wrapper)
-        for cls, name, function in self._own_methods:
-            if getattr(cls, name) is not function:
+        for cls, methods_of, functions in self._own_methods:
+            # identity, not ==: a wrapt proxy (X-Ray's) claims to equal what it wraps
+            if not all(map(operator.is_, methods_of(cls), functions)):
                 return None  # patched or overridden: the patch sees the call
         cache = getattr(self._emitter, "_lookup_cache", None)
         if cache is None:
