@@ -301,8 +301,16 @@ class _Twin:
         signer._event_emitter = emitter
         signer._credentials = _credentials(botocore.credentials.Credentials)
         if getattr(twin, "_ruleset_resolver", None) is not None:
-            twin._ruleset_resolver = _copy(client._ruleset_resolver)
-            twin._ruleset_resolver._event_emitter = emitter
+            resolver = twin._ruleset_resolver = _copy(client._ruleset_resolver)
+            resolver._event_emitter = emitter
+            # The account ID the endpoint rules read, from the fixed credentials: the client's
+            # would be read from its own, which may fetch them (a network call).
+            resolver._builtins = {
+                name: ACCOUNT_ID
+                if getattr(name, "value", name) == "AWS::Auth::AccountId"
+                else value
+                for name, value in resolver._builtins.items()
+            }
         service = client.meta.service_model.service_id.hyphenize()
         real = client.meta.events._emitter._handlers
         self._retry_handlers: dict[str, list[Any]] = {}

@@ -220,3 +220,30 @@ def test_the_self_check_can_be_skipped_by_an_operator_who_vouches_for_botocore(
     client = _default_client(None, "eu-west-1")
     assert isinstance(DynamoDBStore("idempotency", client=client)._caller(), FastWire)
     assert warnings(caplog) == []
+
+
+def test_the_self_check_never_fetches_the_clients_credentials() -> None:
+    """Credentials from a source that fetches them (STS, SSO, the instance metadata service)
+    are fetched by the first real call, not by the check: it signs with fixed ones."""
+    import botocore.credentials
+    import botocore.session
+
+    fetched: list[str] = []
+
+    def fetch() -> dict[str, str]:
+        fetched.append("a network call")
+        return {
+            "access_key": "AKIDEXAMPLE",
+            "secret_key": "secret",
+            "token": "token",
+            "expiry_time": "2000-01-01T00:00:00Z",  # expired: every read fetches again
+        }
+
+    session = botocore.session.Session()
+    session._credentials = botocore.credentials.RefreshableCredentials.create_from_metadata(
+        fetch(), refresh_using=fetch, method="sts-assume-role"
+    )
+    client = session.create_client("dynamodb", region_name="eu-west-1")
+    fetched.clear()
+    assert _wire_check.differences(FastWire(client)) is None
+    assert fetched == []
