@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from ._encoding import CHUNKED
 from ._errors import CompletionConflictError, ConfigurationError, StoreError
@@ -128,8 +128,9 @@ def _default_client(endpoint_url: str | None, region_name: str | None) -> Dynamo
     from botocore.config import Config
 
     # Our requests are built by code, not typed by people: botocore's client-side parameter
-    # validation would only cost CPU on every call (about 35 µs a request). DynamoDB still
-    # validates, so a malformed enlisted write fails as a ValidationException.
+    # validation would only cost CPU on every call (about 35 µs a request). Enlisted writes
+    # are typed by people: botocore checks those (an {"SS": "vip"} DynamoDB would store as
+    # the set of its letters), on either path (validate_user_data).
     # total_max_attempts counts the first attempt too (botocore reads "max_attempts" in a
     # Config as retries: 3 there means 4 attempts). A fixed user agent spares botocore
     # building its long one twice per request (about 90 µs of a ~320 µs call).
@@ -140,9 +141,15 @@ def _default_client(endpoint_url: str | None, region_name: str | None) -> Dynamo
         retries={"mode": "standard", "total_max_attempts": 3},
         parameter_validation=False,
     )
-    return boto3.client(
+    client = boto3.client(
         "dynamodb", endpoint_url=endpoint_url, region_name=region_name, config=config
     )
+    from ._wire import validate_user_data
+
+    client.meta.events.register(
+        "before-parameter-build.dynamodb.TransactWriteItems", validate_user_data
+    )
+    return client
 
 
 class DynamoDBStore:
@@ -758,6 +765,8 @@ class DynamoDBStore:
                 # An earlier attempt that botocore retried may have landed, and so may a 5xx.
                 maybe_applied=server_error or int(metadata.get("RetryAttempts", 0)) > 0,
             ) from exc
+        except ParamValidationError as exc:
+            raise _unbuildable(operation, pk, exc) from exc
         except BotoCoreError as exc:
             raise StoreError(
                 f"DynamoDB {operation} failed: {type(exc).__name__}",
@@ -768,11 +777,7 @@ class DynamoDBStore:
         except (TypeError, ValueError, AttributeError, KeyError) as exc:
             # botocore could not serialize the request: without client-side validation a
             # malformed enlisted write fails here, before anything is sent.
-            raise StoreError(
-                f"DynamoDB {operation} request could not be built: {type(exc).__name__}",
-                key_hash=pk,
-                code="InvalidRequest",
-            ) from exc
+            raise _unbuildable(operation, pk, exc) from exc
         return response, None
 
     def _record(self, item: Mapping[str, Any]) -> Record:
@@ -832,6 +837,16 @@ milliseconds have at most 14 digits for centuries yet."""
 
 def _number(value: int | None) -> dict[str, str] | None:
     return None if value is None else {"N": str(value)}
+
+
+def _unbuildable(operation: str, pk: str | None, exc: Exception) -> StoreError:
+    """A request refused before it was sent (botocore's parameter check, or its serializer):
+    nothing landed, and the same request would be refused again."""
+    return StoreError(
+        f"DynamoDB {operation} request could not be built: {type(exc).__name__}",
+        key_hash=pk,
+        code="InvalidRequest",
+    )
 
 
 def _chunk_pk(pk: str, owner: str, index: int) -> str:
