@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, Unpack
 
 from . import _encoding, _execution, _keys, _observe
 from ._cache import ResultCache
+from ._callables import call_settled, check_callable
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import ConfigurationError
 from ._keys import NATIVE_KEYS, Selector
@@ -54,6 +55,7 @@ def build_engine(
     metrics: MetricsOption = None,
 ) -> Idempotency:
     """Validate one decorator's arguments and build its engine (shared by every front end)."""
+    check_callable(function)
     if not isinstance(ttl_seconds, int) or ttl_seconds <= 0:
         raise ConfigurationError(
             f"ttl_seconds must be a positive whole number, not {ttl_seconds!r}"
@@ -127,7 +129,7 @@ def idempotent(
             context = args[1] if len(args) > 1 else kwargs.get("context")
             token = _execution.lambda_context.set(context)
             try:
-                return engine.run(event, context, lambda: handler(*args, **kwargs))
+                return engine.run(event, context, lambda: call_settled(handler, *args, **kwargs))
             finally:
                 _execution.lambda_context.reset(token)
 
@@ -165,7 +167,7 @@ def idempotent_function(
                     data[name] = _plain(value)
             if context is None:
                 context = _execution.lambda_context.get()
-            return engine.run(data, context, lambda: function(*args, **kwargs))
+            return engine.run(data, context, lambda: call_settled(function, *args, **kwargs))
 
         wrapper.idempotency = engine  # type: ignore[attr-defined]
         return wrapper
