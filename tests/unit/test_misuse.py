@@ -52,10 +52,24 @@ DECORATE: dict[str, Callable[[Any, DynamoDBStore], Any]] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _default_table(moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def default_table(moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch) -> DynamoDBStore:
     """process_batch's plain handlers use the default store: the same moto table."""
     monkeypatch.setenv("IDEMPOTENCY_TABLE", moto_store.table_name)
+    return moto_store
+
+
+class Untouchable:
+    """A DynamoDB client that fails the test on any use: decoration makes no call."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"DynamoDB was called ({name}) at decoration")
+
+
+@pytest.fixture
+def untouched(monkeypatch: pytest.MonkeyPatch) -> DynamoDBStore:
+    monkeypatch.setenv("IDEMPOTENCY_TABLE", "never-used")
+    return DynamoDBStore("never-used", client=Untouchable())  # type: ignore[arg-type]
 
 
 # -- callables that defer their result, as users write them ----------------------------------
@@ -174,13 +188,13 @@ if hasattr(inspect, "markcoroutinefunction"):  # Python 3.12+: the stdlib's own 
 @pytest.mark.parametrize("front_end", DECORATE)
 @pytest.mark.parametrize("misuse", DEFERRING)
 def test_a_callable_that_defers_its_result_is_refused_at_decoration_saying_why(
-    moto_store: DynamoDBStore, front_end: str, misuse: str
+    untouched: DynamoDBStore, front_end: str, misuse: str
 ) -> None:
     make, names_it = DEFERRING[misuse]
     effects.clear()
 
     with pytest.raises(ConfigurationError) as refused:
-        DECORATE[front_end](make(), moto_store)
+        DECORATE[front_end](make(), untouched)
 
     message = str(refused.value)
     assert names_it in message
@@ -188,7 +202,6 @@ def test_a_callable_that_defers_its_result_is_refused_at_decoration_saying_why(
     if "async" in misuse or "Async" in misuse or "marker" in misuse or "mark" in misuse:
         assert "asyncio.run" in message  # and the way to do it today
     assert effects == []
-    assert items(moto_store) == []
 
 
 def test_a_classmethod_object_under_the_decorator_is_refused_with_the_order_to_use(
@@ -332,6 +345,18 @@ RUN_TIME["pending future"] = _pending_future
 RUN_TIME["asyncio task"] = _asyncio_task
 
 
+def _stopped(result: Any) -> bool:
+    """Closed or cancelled, so nothing can run it; what the library only drops (an async
+    generator, an iterator, an awaitable) runs only if someone holds it, and nobody does."""
+    if inspect.iscoroutine(result):
+        return inspect.getcoroutinestate(result) == inspect.CORO_CLOSED
+    if inspect.isgenerator(result):
+        return inspect.getgeneratorstate(result) == inspect.GEN_CLOSED
+    if isinstance(result, concurrent.futures.Future | asyncio.Future):
+        return result.cancelled()
+    return True
+
+
 class Calls:
     """One front end around a user function that first returns a result still to come
     (`deferred`), then, fixed, runs its effect and returns its result."""
@@ -388,11 +413,18 @@ class Calls:
 @pytest.mark.parametrize("front_end", DECORATE)
 @pytest.mark.parametrize("kind", RUN_TIME)
 def test_a_result_still_to_come_releases_the_key_runs_nothing_and_a_fixed_call_runs_once(
-    moto_store: DynamoDBStore, front_end: str, kind: str
+    default_table: DynamoDBStore, front_end: str, kind: str
 ) -> None:
+    moto_store = default_table
     deferred_ran: list[str] = []
     cleanup: list[Callable[[], None]] = []
-    calls = Calls(front_end, moto_store, lambda: RUN_TIME[kind](deferred_ran, cleanup))
+    made: list[Any] = []
+
+    def deferred() -> Any:
+        made.append(RUN_TIME[kind](deferred_ran, cleanup))
+        return made[-1]
+
+    calls = Calls(front_end, moto_store, deferred)
     try:
         if front_end in ("idempotent_record", "process_batch"):
             assert calls() == ["m-1"]  # reported, redelivered: never acknowledged
@@ -407,6 +439,8 @@ def test_a_result_still_to_come_releases_the_key_runs_nothing_and_a_fixed_call_r
             finish()
 
     assert deferred_ran == []  # closed or cancelled: it never runs, now or later
+    assert len(made) == 1
+    assert _stopped(made[0])
     assert [item["status"]["S"] for item in items(moto_store)] == [Status.RELEASED.value]
 
     calls.deferred = None  # the function fixed: the next call runs, once, then replays
