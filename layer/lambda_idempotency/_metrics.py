@@ -140,9 +140,9 @@ def dimension_value(text: str) -> str:
     a word. A text that is one already, with no backslash, is kept as it is (a Lambda
     function name always is). Any other gets the same value every time, told apart from
     every kept text and every other text: a backslash, then the text with its backslashes,
-    control and non-ASCII characters written as Python escapes (`caf\\xe9`, `\\` for an
-    empty text); cut to fit and ended with `\\#` and 32 hex digits of the sha256 of the whole
-    text when that passes 1,024 characters."""
+    control and non-ASCII characters written as Python escapes (`\\caf\\xe9` for café,
+    `\\` for an empty text); cut to fit and ended with `\\#` and 32 hex digits of the
+    sha256 of the whole text when that passes 1,024 characters."""
     if (
         len(text) <= DIMENSION_VALUE_MAX
         and text.isascii()
