@@ -152,7 +152,13 @@ def idempotent_function(
 
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
         engine = build_engine(function, key=key, **options)
-        signature = inspect.signature(function)
+        try:
+            signature = inspect.signature(function)
+        except (TypeError, ValueError) as exc:  # a builtin type or a C function without one
+            raise ConfigurationError(
+                f"idempotent_function cannot read the parameters of {function!r}, which its "
+                f"selectors see by name: decorate a def that calls it ({exc})"
+            ) from exc
 
         @functools.wraps(function)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:

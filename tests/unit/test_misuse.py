@@ -492,3 +492,29 @@ def test_unprotected_runs_refuse_a_result_still_to_come_too(
         charge("o-1")
     assert raised.value.key_hash is None
     assert ran == []
+
+
+def test_a_callable_without_readable_parameters_is_refused_at_decoration(
+    untouched: DynamoDBStore,
+) -> None:
+    """idempotent_function gives its selectors the arguments by name: a callable whose
+    parameters cannot be read gets a ConfigurationError, not a raw ValueError."""
+    with pytest.raises(ConfigurationError, match="cannot read the parameters"):
+        idempotent_function(key="order_id", store=untouched)(dict)
+
+
+def test_a_record_handler_that_cannot_be_weakly_referenced_runs(
+    default_table: DynamoDBStore,
+) -> None:
+    """process_batch keeps a plain handler's engine by a weak reference; one it cannot
+    reference that way (here a staticmethod object) is decorated for each batch instead of
+    failing with a raw TypeError."""
+    seen: list[str] = []
+
+    def ship(record: Any) -> None:
+        seen.append(record.message_id)
+
+    event = batch(sqs_record("m-1", {"n": 1}))
+    assert process_batch(event, FakeContext(), staticmethod(ship)) == {"batchItemFailures": []}
+    assert process_batch(event, FakeContext(), staticmethod(ship)) == {"batchItemFailures": []}
+    assert seen == ["m-1"]
