@@ -28,7 +28,7 @@ import functools
 import inspect
 import sys
 from collections.abc import Callable
-from types import CodeType
+from types import AsyncGeneratorType, CodeType, CoroutineType, GeneratorType
 from typing import Any, TypeVar
 
 from . import _execution
@@ -88,9 +88,10 @@ def call_settled(function: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
     come; what can be stopped of it is stopped first, so it never runs after the key is
     free."""
     result = function(*args, **kwargs)
-    if type(result) in PLAIN_RESULTS:
+    result_type: type[Any] = type(result)
+    if result_type in PLAIN_RESULTS:
         return result
-    what = deferred_kind(result)
+    what = deferred_kind(result_type)
     if what is None:
         return result
     fate = _stop(result)
@@ -106,22 +107,37 @@ def call_settled(function: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
     )
 
 
-def deferred_kind(result: Any) -> str | None:
-    """What `result` is, when it is a result still to come."""
-    if inspect.iscoroutine(result):
+KINDS_KEPT = 256
+_kinds: dict[type[Any], str | None] = {}
+
+
+def deferred_kind(cls: type[Any]) -> str | None:
+    """What a result of type `cls` is, when it is a result still to come. Each test is on
+    the type alone, so the answer is kept per type (a few hundred at most): a dataclass
+    result costs one look-up."""
+    kind = _kinds.get(cls, "")  # "" is no kind: not yet asked (a get: threads may clear)
+    if kind != "":
+        return kind
+    if len(_kinds) >= KINDS_KEPT:
+        _kinds.clear()
+    kind = _kinds[cls] = _kind_of(cls)
+    return kind
+
+
+def _kind_of(cls: type[Any]) -> str | None:
+    if issubclass(cls, CoroutineType):
         return "a coroutine"
-    if inspect.isgenerator(result):
+    if issubclass(cls, GeneratorType):
         return "a generator"
-    if inspect.isasyncgen(result):
+    if issubclass(cls, AsyncGeneratorType):
         return "an async generator"
-    cls = type(result)
     if hasattr(cls, "__await__"):  # asyncio futures and tasks, and any other awaitable
         return "an awaitable"
-    futures = sys.modules.get("concurrent.futures")  # not imported: nothing can be one
-    if futures is not None and isinstance(result, futures.Future):
+    futures = sys.modules.get("concurrent.futures")  # not imported: no type can be one
+    if futures is not None and issubclass(cls, futures.Future):
         return "a future"
     generator_context = getattr(contextlib, "_GeneratorContextManagerBase", None)
-    if generator_context is not None and isinstance(result, generator_context):
+    if generator_context is not None and issubclass(cls, generator_context):
         return "a context manager"
     if hasattr(cls, "__anext__"):
         return "an async iterator"
