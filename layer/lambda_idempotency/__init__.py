@@ -15,6 +15,7 @@ from ._decorators import idempotent, idempotent_function
 from ._errors import (
     CompletionConflictError,
     ConfigurationError,
+    DeferredResultError,
     IdempotencyError,
     InProgressError,
     KeyMissingError,
@@ -76,6 +77,7 @@ __all__ = [
     "Clock",
     "CompletionConflictError",
     "ConfigurationError",
+    "DeferredResultError",
     "DynamoDBStore",
     "Execution",
     "HttpResponse",

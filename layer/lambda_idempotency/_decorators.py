@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, Unpack
 
 from . import _encoding, _execution, _keys, _observe
 from ._cache import ResultCache
+from ._callables import call_settled, check_callable
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import ConfigurationError
 from ._keys import NATIVE_KEYS, Selector
@@ -54,6 +55,7 @@ def build_engine(
     metrics: MetricsOption = None,
 ) -> Idempotency:
     """Validate one decorator's arguments and build its engine (shared by every front end)."""
+    check_callable(function)
     if not isinstance(ttl_seconds, int) or ttl_seconds <= 0:
         raise ConfigurationError(
             f"ttl_seconds must be a positive whole number, not {ttl_seconds!r}"
@@ -132,7 +134,9 @@ def idempotent(
                 context = durable.lambda_context  # nested functions lease per invocation
             token = _execution.lambda_context.set(context)
             try:
-                return engine.run(event, context, lambda: handler(*args, **kwargs), durable)
+                return engine.run(
+                    event, context, lambda: call_settled(handler, *args, **kwargs), durable
+                )
             finally:
                 _execution.lambda_context.reset(token)
 
@@ -175,7 +179,13 @@ def idempotent_function(
 
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
         engine = build_engine(function, key=key, **options)
-        signature = inspect.signature(function)
+        try:
+            signature = inspect.signature(function)
+        except (TypeError, ValueError) as exc:  # a builtin type or a C function without one
+            raise ConfigurationError(
+                f"idempotent_function cannot read the parameters of {function!r}, which its "
+                f"selectors see by name: decorate a def that calls it ({exc})"
+            ) from exc
 
         @functools.wraps(function)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -190,7 +200,7 @@ def idempotent_function(
                     data[name] = _plain(value)
             if context is None:
                 context = _execution.lambda_context.get()
-            return engine.run(data, context, lambda: function(*args, **kwargs))
+            return engine.run(data, context, lambda: call_settled(function, *args, **kwargs))
 
         wrapper.idempotency = engine  # type: ignore[attr-defined]
         return wrapper
