@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 from benchmarks.storage import item_size
 from lambda_idempotency import (
+    AttributeNames,
     ConfigurationError,
     DynamoDBStore,
     _encoding,
@@ -95,8 +96,10 @@ def powertools(ddb: Any) -> DynamoDBStore:
 
 
 def items(store: DynamoDBStore) -> list[dict[str, Any]]:
+    """Every item of the table (a scan answers 1 MB a page: chunk items fill pages)."""
     client: Any = store.client
-    return list(client.scan(TableName=store.table_name, ConsistentRead=True)["Items"])
+    pages = client.get_paginator("scan").paginate(TableName=store.table_name, ConsistentRead=True)
+    return [item for page in pages for item in page["Items"]]
 
 
 def records(store: DynamoDBStore) -> list[dict[str, Any]]:
@@ -214,6 +217,30 @@ def test_a_345_kb_decimal_result_under_the_powertools_layout_stores_and_replays(
     assert rolled_back(never)({"id": 1}, FakeLambdaContext()) == json.loads(
         json.dumps({"prices": [str(price) for price in result["prices"]]})
     )
+
+
+def test_long_attribute_names_leave_chunks_less_room_and_a_large_result_still_stores(
+    ddb: Any,
+) -> None:
+    """Names count too: with 30 KB names for the result and the expiration, a chunk item
+    holds what they leave of 400 KB (not 350 KB), so DynamoDB takes every chunk."""
+    long = AttributeNames(expiration="e" * 30_000, result="r" * 30_000)
+    store = DynamoDBStore(
+        create_idempotency_table(ddb, f"limits-{uuid.uuid4().hex[:12]}", long),
+        client=ddb,
+        attribute_names=long,
+    )
+    result = random.Random(3).randbytes(900_000)
+    runs: list[int] = []
+
+    @idempotent(store=store, key="id", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        runs.append(1)
+        return result
+
+    assert handler({"id": 1}, FakeLambdaContext()) == result
+    assert handler({"id": 1}, FakeLambdaContext()) == result and runs == [1]
+    assert all(item_size(item) <= ITEM_BYTES for item in items(store))
 
 
 # -- decoration refuses exactly what DynamoDB refuses ---------------------------------------
