@@ -78,6 +78,7 @@ CHUNK_BYTES = 350_000
 OWNER_CHARS = 24
 """An owner token's length: 12 random bytes in hex. Chunk keys carry it."""
 OVERHEADS_KEPT = 64
+"""Record overheads a store remembers (one per length of key: a namespace or a few)."""
 BATCH_WRITE_ITEMS = 25
 """BatchWriteItem takes at most 25 items a request."""
 MAX_TRANSACTION_ITEMS = 100
@@ -390,7 +391,7 @@ class DynamoDBStore:
             claimed_at_ms=claimed_at_ms,
             completed_at_ms=completed_at_ms,
         )
-        size = self._record_overhead(pk, owner, payload_hash)  # at least the item's
+        size = self._record_overhead(pk, owner, payload_hash)  # the item's, or more
         inline = len(result) <= self.inline_limit(pk, owner=owner, payload_hash=payload_hash)
         for attributes, chunks in self._placements(result, owner, inline=inline, pk=pk):
             if size + item_size(attributes) <= ITEM_BYTES:
