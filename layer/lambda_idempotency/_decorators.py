@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, Unpack
 
-from . import _encoding, _execution, _keys, _observe
+from . import _encoding, _execution, _keys, _limits, _observe
 from ._cache import ResultCache
 from ._callables import call_settled, check_callable
 from ._clock import SYSTEM_CLOCK, Clock
@@ -81,6 +81,7 @@ def build_engine(
             "in the key expression instead (e.g. key='[tenant, order_id]')"
         )
     namespace = layout.namespace(function, namespace)
+    _limits.check_decoration(store, namespace, payload=payload is not None)
     settings = Settings(
         key=_keys.compile_selector(key, role="key"),
         payload=None if payload is None else _keys.compile_selector(payload, role="payload"),

@@ -22,10 +22,12 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from ._store import OWNER_CHARS
+
 SDK_PACKAGE = "aws_durable_execution_sdk_python"
 MAX_EXECUTION_SECONDS = 31_622_400
 """The longest execution timeout Lambda allows (366 days): the lease when none is given."""
-OWNER_PREFIX = "durable-"
+OWNER_PREFIX = "d-"
 
 KEEPS_THE_CLAIM = frozenset({"SuspendExecution", "BackgroundThreadError", "InvocationError"})
 """SDK exceptions after which the execution goes on in a later invocation: a suspension (wait,
@@ -79,7 +81,8 @@ def durable_run(context: Any) -> DurableRun | None:
 def owner_token(arn: str) -> str:
     """The fencing token of an execution: a digest of its ARN (which may carry an execution
     name chosen from the very key, so it is never stored or logged as it is)."""
-    return OWNER_PREFIX + hashlib.sha256(arn.encode()).hexdigest()[:32]
+    digest = hashlib.sha256(arn.encode()).hexdigest()
+    return OWNER_PREFIX + digest[: OWNER_CHARS - len(OWNER_PREFIX)]  # as long as a random token
 
 
 def is_invocation_envelope(event: Any) -> bool:

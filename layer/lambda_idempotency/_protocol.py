@@ -33,7 +33,7 @@ from ._errors import (
 from ._execution import Execution
 from ._log import emit
 from ._record import Record, ReplayInfo, Status
-from ._store import DynamoDBStore
+from ._store import OWNER_CHARS, DynamoDBStore, StoredForm
 from ._value import Value
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ class Idempotency:
             return self._replayed(self._decode(cached.document, cached.typed), info)  # type: ignore[no-any-return]
 
         store = self.settings.store()
-        owner = os.urandom(12).hex() if durable is None else durable.owner
+        owner = os.urandom(OWNER_CHARS // 2).hex() if durable is None else durable.owner
         execution = Execution(pk, owner, None)
         replay = self._acquire(store, execution, payload_hash, context, now, durable)
         if replay is not _CLAIMED:
@@ -355,26 +355,32 @@ class Idempotency:
         clock = self.settings.clock
         completed_at = clock.now_ms()
         expiration = self._expiration(completed_at, None)
-        blob = encoded.blob
-        inline_limit = store.inline_limit(pk, owner=owner, payload_hash=payload_hash)
+        form: StoredForm | None = None  # placed once: every attempt sends the same writes
+        chunks_written = False
         delay = COMPLETION_FIRST_BACKOFF_SECONDS
         maybe_landed = False
         while True:
-            step = "chunks"
+            step = "complete"
             try:
-                if len(blob) > inline_limit:  # once: then blob is the chunks' pointer
-                    blob = store.put_chunks(pk, owner=owner, result=blob, expiration_s=expiration)
-                step = "complete"
-                completed = store.complete(
-                    pk,
-                    owner=owner,
-                    payload_hash=payload_hash,
-                    result=blob,
-                    expiration_s=expiration,
-                    claimed_at_ms=execution.claimed_at_ms,
-                    completed_at_ms=completed_at,
-                    writes=execution.writes,
-                )
+                if form is None:
+                    form = store.stored_form(
+                        pk,
+                        owner=owner,
+                        payload_hash=payload_hash,
+                        result=encoded.blob,
+                        expiration_s=expiration,
+                        claimed_at_ms=execution.claimed_at_ms,
+                        completed_at_ms=completed_at,
+                    )
+                    chunks_written = form.chunks is None
+                if not chunks_written:
+                    step = "chunks"
+                    store.put_chunks(
+                        pk, owner=owner, result=form.chunks or b"", expiration_s=expiration
+                    )
+                    chunks_written = True
+                    step = "complete"
+                completed = store.write_completion(form, writes=execution.writes)
                 break
             except CompletionConflictError:
                 if maybe_landed and self._completed_by(store, execution):
@@ -394,11 +400,10 @@ class Idempotency:
                     continue
                 self._count("completion_failed", logging.ERROR, pk, step=step, code=exc.code)
                 refused_result = not exc.retryable and (step == "chunks" or not execution.writes)
-                if refused_result and not blob.startswith(_encoding.NOT_STORED):
+                if refused_result and not encoded.blob.startswith(_encoding.NOT_STORED):
                     # DynamoDB refuses this result (its size, a missing permission): complete
                     # with a marker instead, so the effect never runs twice.
-                    encoded = self._refused(pk, exc)
-                    blob = encoded.blob
+                    encoded, form = self._refused(pk, exc), None  # placed anew: a new result
                     continue
                 if not execution.writes:
                     return  # the record stays IN_PROGRESS until its lease lapses
