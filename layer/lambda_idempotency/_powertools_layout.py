@@ -66,7 +66,22 @@ def _encoders() -> tuple[type[json.JSONEncoder], type[json.JSONEncoder]]:
     from aws_lambda_powertools.utilities.idempotency.persistence import base
 
     key_encoder: type[json.JSONEncoder] = getattr(base, "_IdempotencyKeyEncoder", Encoder)
-    return key_encoder, Encoder
+
+    class KeyEncoder(key_encoder):  # type: ignore[misc,valid-type]
+        """Powertools' key encoder, and what it refuses that is a Mapping (an event source
+        data class nested in a selection: an `idempotent_function` argument) as the dict
+        it is. Only values Powertools cannot hash at all reach the fallback, so every hash
+        Powertools computes stays byte for byte its own."""
+
+        def default(self, o: Any) -> Any:
+            try:
+                return super().default(o)
+            except TypeError:
+                if isinstance(o, Mapping):
+                    return dict(o)
+                raise
+
+    return KeyEncoder, Encoder
 
 
 class PowertoolsKeys:
