@@ -274,6 +274,9 @@ class CanonicalPayloads:
 
 _NOT_INTEGRAL: Any = object()
 _INTEGER_LIMIT = 10**18
+_INTEGRAL_DEPTH = 100
+"""Deeper payloads take the canonical way: Powertools' formula is `json.dumps`, which
+recurses, and which way a value takes must never depend on the stack it is hashed on."""
 
 
 def integral_json(value: Any) -> Any:
@@ -282,13 +285,15 @@ def integral_json(value: Any) -> Any:
     tuple as a list and every key as its text; `_NOT_INTEGRAL` when a number is not an
     integer below 10**18 in magnitude (a fraction, a larger or non-finite number) or
     anything else is in it (a subclass, an enum, a model, a set: only a `payload=`
-    callable returns those, the same types on every retry). Any depth: the walk keeps its
-    own stack."""
+    callable returns those, the same types on every retry), or containers nest deeper
+    than `_INTEGRAL_DEPTH`. The walk keeps its own stack."""
     out: list[Any] = [None]
-    stack: list[tuple[Any, Any, Any]] = [(out, 0, value)]
+    stack: list[tuple[Any, Any, Any, int]] = [(out, 0, value, 0)]
     while stack:
-        parent, slot, item = stack.pop()
+        parent, slot, item, depth = stack.pop()
         kind = type(item)
+        if depth > _INTEGRAL_DEPTH and (kind is dict or kind is list or kind is tuple):
+            return _NOT_INTEGRAL
         if kind is str or kind is bool or item is None:
             parent[slot] = item
         elif kind is dict:
@@ -305,12 +310,14 @@ def integral_json(value: Any) -> Any:
                         return _NOT_INTEGRAL
                     if name in item or name in members:
                         return _NOT_INTEGRAL
-                stack.append((members, name, member))
+                stack.append((members, name, member, depth + 1))
                 members[name] = None
         elif kind is list or kind is tuple:
             elements: list[Any] = [None] * len(item)
             parent[slot] = elements
-            stack.extend((elements, index, element) for index, element in enumerate(item))
+            stack.extend(
+                (elements, index, element, depth + 1) for index, element in enumerate(item)
+            )
         elif kind is int:
             if not -_INTEGER_LIMIT < item < _INTEGER_LIMIT:
                 return _NOT_INTEGRAL

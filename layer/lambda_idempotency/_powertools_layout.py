@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from . import _encoding
-from ._errors import ConfigurationError, StoreError
+from ._errors import ConfigurationError, PayloadInvalidError, StoreError
 from ._record import AttributeNames, Record, Status
 from ._store import (
     _CONDITION_FAILED,
@@ -120,8 +120,12 @@ class PowertoolsKeys:
     def _digest(self, value: Any, role: str) -> str:
         try:
             text = json.dumps(value, cls=self._key_encoder, sort_keys=True)
-        except (TypeError, ValueError) as exc:
-            raise ConfigurationError(f"the selected {role} cannot be hashed: {exc}") from exc
+        except (TypeError, ValueError, RecursionError) as exc:
+            # As in the native layout: the handler does not run, the same input is refused
+            # again (Powertools itself would raise the encoder's own error).
+            raise PayloadInvalidError(
+                f"the selected {role} cannot be fingerprinted: {exc}"
+            ) from exc
         return str(self._hasher(text.encode()).hexdigest())
 
 

@@ -248,18 +248,46 @@ def test_http_payloads_hash_alike_exactly_when_they_are_the_same_value(
     assert (layout.payload_hash(one) == layout.payload_hash(other)) is same
 
 
-def test_the_integral_walk_has_no_depth_limit() -> None:
-    from lambda_idempotency._http import integral_json
+def test_the_way_a_payload_takes_never_depends_on_the_stack() -> None:
+    """A payload nested 150 deep hashes the same with a thousand frames to spare and with
+    a hundred and twenty: Powertools' formula (which recurses) is only for shallow ones."""
+    import sys
+
+    from lambda_idempotency._http import canonical_payloads
+
+    nested: Any = 1
+    for _ in range(150):
+        nested = [nested]
+    layout = canonical_payloads(DynamoDBStore("t", layout="powertools").layout)
+    roomy = layout.payload_hash(nested)
+
+    frames, frame = 0, sys._getframe()
+    while frame is not None:
+        frames, frame = frames + 1, frame.f_back
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(frames + 120)
+    try:
+        cramped = layout.payload_hash(nested)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert cramped == roomy
+
+
+def test_a_deep_payload_takes_the_canonical_way_at_any_depth() -> None:
+    from lambda_idempotency._http import _NOT_INTEGRAL, canonical_payloads, integral_json
 
     deep: Any = 1
     for _ in range(100_000):
         deep = [deep]
-    walked = integral_json(deep)
-    for _ in range(100_000):
-        assert type(walked) is list and len(walked) == 1
-        walked = walked[0]
-    assert walked == 1
+    layout = canonical_payloads(DynamoDBStore("t", layout="powertools").layout)
+
+    assert integral_json(deep) is _NOT_INTEGRAL
+    assert layout.payload_hash(deep) == payload_hash(deep)
     assert integral_json({"a": [decimal.Decimal("1E+2"), 2.0]}) == {"a": [100, 2]}
+    shallow: Any = 1
+    for _ in range(100):
+        shallow = [shallow]
+    assert integral_json(shallow) == shallow
 
 
 def _request(event: dict[str, Any]) -> Any:
@@ -576,3 +604,59 @@ def test_http_payloads_pinned_as_two_values(one: Any, other: Any) -> None:
 
     layout = canonical_payloads(DynamoDBStore("t", layout="powertools").layout)
     assert layout.payload_hash([one]) != layout.payload_hash([other])
+
+
+# -- one error for one unhashable input, in both layouts -------------------------------------
+
+
+def test_a_body_nested_near_the_parsers_limit_is_answered_never_raised(
+    store: DynamoDBStore,
+) -> None:
+    """Each depth the parser reads is fingerprinted, and each it cannot is a 400: never a
+    RecursionError from hashing it (Powertools' formula recurses; a deep body takes the
+    canonical way, which does not)."""
+    create, _ = http_handler(store)
+    answers = set()
+    for depth in range(0, 1_200, 7):
+        body = "[" * depth + "1" + "]" * depth
+        answers.add(create(post(f"k-{depth}", body), None)["statusCode"])
+    assert answers == {201, 400}
+
+
+@pytest.mark.parametrize("payload", [b"\x00raw", object()], ids=["bytes", "an-object"])
+def test_an_unhashable_selection_is_payload_invalid_in_every_layout(
+    store: DynamoDBStore, payload: Any
+) -> None:
+    from lambda_idempotency import PayloadInvalidError
+
+    runs: list[Any] = []
+
+    @idempotent(store=store, key="id", payload=lambda event: event["payload"])
+    def handler(event: Any, context: Any) -> None:
+        runs.append(event)
+
+    with pytest.raises(PayloadInvalidError, match="cannot be fingerprinted"):
+        handler({"id": "o-1", "payload": payload}, None)
+    with pytest.raises(PayloadInvalidError, match="cannot be fingerprinted"):
+        idempotent(store=store, key=lambda event: event["payload"], payload=None)(handler)(
+            {"payload": payload}, None
+        )
+    assert runs == []
+
+
+def test_a_selection_too_deep_for_powertools_formula_is_payload_invalid() -> None:
+    """Powertools' formula is `json.dumps`, which recurses: a selection it cannot write has
+    no Powertools hash (Powertools itself raises RecursionError), and we refuse it with the
+    typed error, never a RecursionError. The native layout hashes any depth."""
+    from lambda_idempotency import PayloadInvalidError
+
+    deep: Any = 1
+    for _ in range(50_000):
+        deep = [deep]
+    layout = DynamoDBStore("t", layout="powertools").layout
+
+    with pytest.raises(PayloadInvalidError, match="payload cannot be fingerprinted"):
+        layout.payload_hash(deep)
+    with pytest.raises(PayloadInvalidError, match="key cannot be fingerprinted"):
+        layout.record_key("ns", None, deep)
+    assert payload_hash(deep)
