@@ -226,12 +226,13 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 # -- the fingerprint's hash -------------------------------------------------------------
 
 
-def canonical_payloads(layout: _keys.KeyLayout) -> _keys.KeyLayout:
+def canonical_payloads(layout: _keys.KeyLayout, *, fingerprint: bool = False) -> _keys.KeyLayout:
     """`layout` with payloads hashed by our canonical rules: the layout itself when they
-    already are (the native one), else `CanonicalPayloads`."""
+    already are (the native one), else `CanonicalPayloads`. `fingerprint`: the payloads
+    are `HttpRequest.fingerprint`'s (no float in them), hashed at the JSON encoder's speed."""
     if layout.payload_hash is _keys.payload_hash:
         return layout
-    return CanonicalPayloads(layout)
+    return CanonicalPayloads(layout, fingerprint=fingerprint)
 
 
 class CanonicalPayloads:
@@ -245,38 +246,78 @@ class CanonicalPayloads:
     canonical rules (`_canonical`), in one of two ways:
 
     - a payload whose every number is an integer below 10**18 in magnitude (however it
-      is spelled: `1e2`, `100.0`) is hashed by the layout (Powertools' formula) with those
-      numbers as ints: for a body whose numbers are all written as plain integers (of at
-      most 18 characters), and for any body that is no JSON, the hash earlier versions
-      stored, so a retry of a request they completed still replays after an upgrade;
+      is spelled: `1e2`, `100.0`) is hashed by the layout (Powertools' formula, the
+      store's `hash_function` of `json.dumps(..., sort_keys=True)`) with those numbers as
+      ints: for a body whose numbers are all written as plain integers (of at most 18
+      characters), and for any body that is no JSON, the hash earlier versions stored, so
+      a retry of a request they completed still replays after an upgrade;
     - any other payload is hashed as the native layout hashes it (sha256 of the canonical
       text).
 
     The two never meet: the way depends only on the payload's value (its numbers' values)
-    and the types in it, so a value takes the same way on every retry; within the first,
-    JSON text of ints, strings and containers is one-to-one; across the two, the hashed
-    texts differ (the first has Powertools' `", "` separators, the canonical text none),
-    and so do the hashes unless sha256 makes one of two different texts.
+    and the types in it, never on its spelling or the stack; within the first, JSON text
+    of ints, strings and containers is one-to-one; across the two, the hashed texts differ
+    (the first has Powertools' `", "` separators, the canonical text none), and so do the
+    hashes unless sha256 makes one of two different texts. `json.dumps` recurses: a
+    payload nested nearly as deep as Python's recursion limit is `PayloadInvalidError`
+    (as a body the parser cannot read that deep is), never another hash.
     """
 
-    def __init__(self, layout: _keys.KeyLayout) -> None:
+    def __init__(self, layout: _keys.KeyLayout, *, fingerprint: bool = False) -> None:
         self.supports_scope = layout.supports_scope
         self.namespace = layout.namespace
         self.record_key = layout.record_key
         self._layout_hash = layout.payload_hash
+        self._digest_text: Callable[[str], str] | None = getattr(layout, "digest_text", None)
+        self._fingerprint = fingerprint and self._digest_text is not None
 
     def payload_hash(self, payload: Any) -> str:
-        integral = integral_json(payload)
-        if integral is _NOT_INTEGRAL:
-            return _keys.payload_hash(payload)
-        return self._layout_hash(integral)
+        try:
+            if self._fingerprint and self._digest_text is not None:
+                text = _integral_text(payload)
+                if text is not None:
+                    return self._digest_text(text)
+            else:
+                integral = integral_json(payload)
+                if integral is not _NOT_INTEGRAL:
+                    return self._layout_hash(integral)
+        except RecursionError:
+            raise PayloadInvalidError("the payload is nested too deep to fingerprint") from None
+        return _keys.payload_hash(payload)
 
 
 _NOT_INTEGRAL: Any = object()
 _INTEGER_LIMIT = 10**18
-_INTEGRAL_DEPTH = 100
-"""Deeper payloads take the canonical way: Powertools' formula is `json.dumps`, which
-recurses, and which way a value takes must never depend on the stack it is hashed on."""
+
+
+class _NotIntegralError(Exception):
+    """The encoder met a number that is not an integer below 10**18 in magnitude."""
+
+
+def _integral_default(value: Any) -> Any:
+    if type(value) is decimal.Decimal:
+        number = _integer_of(value)
+        if number is not None:
+            return number
+    raise _NotIntegralError
+
+
+_INTEGRAL_ENCODER = json.JSONEncoder(sort_keys=True, allow_nan=False, default=_integral_default)
+"""Powertools' `json.dumps(value, sort_keys=True)` (the same separators, ASCII escapes and
+key order), writing each Decimal as the int it equals and refusing any other."""
+
+
+def _integral_text(fingerprint: Any) -> str | None:
+    """Powertools' JSON text of a fingerprint with each number as the int it equals; None
+    when one is not an integer below 10**18 in magnitude. The C encoder's speed, no walk
+    in Python, for what `_read_json` makes: ints of at most 18 characters (written as
+    they are), Decimals, NaN and the infinities (floats: refused), never another float."""
+    try:
+        return _INTEGRAL_ENCODER.encode(fingerprint)
+    except _NotIntegralError:
+        return None
+    except ValueError:  # NaN or an infinity (allow_nan=False)
+        return None
 
 
 def integral_json(value: Any) -> Any:
@@ -285,15 +326,13 @@ def integral_json(value: Any) -> Any:
     tuple as a list and every key as its text; `_NOT_INTEGRAL` when a number is not an
     integer below 10**18 in magnitude (a fraction, a larger or non-finite number) or
     anything else is in it (a subclass, an enum, a model, a set: only a `payload=`
-    callable returns those, the same types on every retry), or containers nest deeper
-    than `_INTEGRAL_DEPTH`. The walk keeps its own stack."""
+    callable returns those, the same types on every retry). Any depth: the walk keeps its
+    own stack."""
     out: list[Any] = [None]
-    stack: list[tuple[Any, Any, Any, int]] = [(out, 0, value, 0)]
+    stack: list[tuple[Any, Any, Any]] = [(out, 0, value)]
     while stack:
-        parent, slot, item, depth = stack.pop()
+        parent, slot, item = stack.pop()
         kind = type(item)
-        if depth > _INTEGRAL_DEPTH and (kind is dict or kind is list or kind is tuple):
-            return _NOT_INTEGRAL
         if kind is str or kind is bool or item is None:
             parent[slot] = item
         elif kind is dict:
@@ -310,14 +349,12 @@ def integral_json(value: Any) -> Any:
                         return _NOT_INTEGRAL
                     if name in item or name in members:
                         return _NOT_INTEGRAL
-                stack.append((members, name, member, depth + 1))
+                stack.append((members, name, member))
                 members[name] = None
         elif kind is list or kind is tuple:
             elements: list[Any] = [None] * len(item)
             parent[slot] = elements
-            stack.extend(
-                (elements, index, element, depth + 1) for index, element in enumerate(item)
-            )
+            stack.extend((elements, index, element) for index, element in enumerate(item))
         elif kind is int:
             if not -_INTEGER_LIMIT < item < _INTEGER_LIMIT:
                 return _NOT_INTEGRAL
@@ -591,7 +628,9 @@ def idempotent_http(
         # No other library hashes this payload: its meaning is ours in every layout (the
         # store's layout still keys the record, as Powertools would the same header).
         engine.settings = engine.settings._replace(
-            layout=canonical_payloads(engine.settings.layout)
+            layout=canonical_payloads(
+                engine.settings.layout, fingerprint=payload is HttpRequest.fingerprint
+            )
         )
 
         @functools.wraps(handler)

@@ -117,6 +117,10 @@ class PowertoolsKeys:
     def payload_hash(self, payload: Any) -> str:
         return self._digest(payload, "payload")
 
+    def digest_text(self, text: str) -> str:
+        """The hash of a JSON text already written as Powertools writes it."""
+        return str(self._hasher(text.encode()).hexdigest())
+
     def _digest(self, value: Any, role: str) -> str:
         try:
             text = json.dumps(value, cls=self._key_encoder, sort_keys=True)

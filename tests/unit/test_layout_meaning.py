@@ -17,6 +17,7 @@ import dataclasses
 import datetime
 import decimal
 import json
+import math
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -146,6 +147,8 @@ def test_the_record_key_is_still_the_layouts(store: DynamoDBStore) -> None:
     pk, _ = engine._identify(_request(post("k-1", '{"amount": 1.5}')))
 
     assert pk == store.layout.record_key(engine.settings.namespace, None, "k-1")
+    if not store.layout.supports_scope:  # the fingerprint's hash at the C encoder's speed
+        assert engine.settings.layout._fingerprint is True
     if not store.layout.supports_scope:
         powertools_key = powertools_layer()._get_hashed_idempotency_key("k-1")
         assert pk.split("#")[1] == powertools_key.split("#")[1]
@@ -230,6 +233,13 @@ payloads = st.recursive(
 )
 
 
+def http_layout(hash_function: str = "md5", *, fingerprint: bool = False) -> Any:
+    from lambda_idempotency._http import canonical_payloads
+
+    store = DynamoDBStore("t", layout="powertools", hash_function=hash_function)
+    return canonical_payloads(store.layout, fingerprint=fingerprint)
+
+
 @settings(max_examples=400, deadline=None)
 @given(payloads, payloads, st.sampled_from(["md5", "sha256"]))
 def test_http_payloads_hash_alike_exactly_when_they_are_the_same_value(
@@ -238,28 +248,59 @@ def test_http_payloads_hash_alike_exactly_when_they_are_the_same_value(
     """The meaning is `_canonical`'s, under the Powertools layout as under the native one:
     one hash per value, whatever the spelling of its numbers, and never one for two."""
     from lambda_idempotency._canonical import canonical_text
-    from lambda_idempotency._http import canonical_payloads
 
-    layout = canonical_payloads(
-        DynamoDBStore("t", layout="powertools", hash_function=hash_function).layout
-    )
+    layout = http_layout(hash_function)
     same = canonical_text(one) == canonical_text(other)
 
     assert (layout.payload_hash(one) == layout.payload_hash(other)) is same
 
 
-def test_the_way_a_payload_takes_never_depends_on_the_stack() -> None:
-    """A payload nested 150 deep hashes the same with a thousand frames to spare and with
-    a hundred and twenty: Powertools' formula (which recurses) is only for shallow ones."""
+fingerprint_leaves = [
+    leaf
+    for leaf in LEAVES
+    # What `_read_json` makes: no finite float, no int of more than 18 characters.
+    if not (isinstance(leaf, float) and math.isfinite(leaf))
+    and not (type(leaf) is int and abs(leaf) >= 10**18)
+]
+fingerprints = st.recursive(
+    st.sampled_from(fingerprint_leaves),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(st.sampled_from(["a", "b", "é"]), children, max_size=2)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(fingerprints, st.sampled_from(["md5", "sha256"]))
+def test_the_fingerprints_fast_way_is_the_walks(value: Any, hash_function: str) -> None:
+    """`idempotent_http`'s own fingerprint is hashed by the C encoder, any other payload by
+    a walk in Python: on what the fingerprint holds, the same hash."""
+    fast = http_layout(hash_function, fingerprint=True)
+    walked = http_layout(hash_function)
+
+    assert fast.payload_hash(["POST", "/p", {"json": value}]) == walked.payload_hash(
+        ["POST", "/p", {"json": value}]
+    )
+
+
+@pytest.mark.parametrize("fingerprint", [True, False], ids=["fingerprint", "payload"])
+def test_a_payload_never_gets_another_hash_for_want_of_stack(fingerprint: bool) -> None:
+    """A payload nested 150 deep, hashed with a thousand frames to spare and then with a
+    hundred and twenty: Powertools' formula (`json.dumps`) recurses, and when it runs out
+    of stack the answer is `PayloadInvalidError` (the parser's own answer for a body too
+    deep), never a hash of another way and never a RecursionError."""
     import sys
 
-    from lambda_idempotency._http import canonical_payloads
+    from lambda_idempotency import PayloadInvalidError
 
     nested: Any = 1
     for _ in range(150):
         nested = [nested]
-    layout = canonical_payloads(DynamoDBStore("t", layout="powertools").layout)
+    layout = http_layout(fingerprint=fingerprint)
     roomy = layout.payload_hash(nested)
+    assert roomy == DynamoDBStore("t", layout="powertools").layout.payload_hash(nested)
 
     frames, frame = 0, sys._getframe()
     while frame is not None:
@@ -267,27 +308,24 @@ def test_the_way_a_payload_takes_never_depends_on_the_stack() -> None:
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(frames + 120)
     try:
-        cramped = layout.payload_hash(nested)
+        with pytest.raises(PayloadInvalidError, match=r"too deep|recursion depth"):
+            layout.payload_hash(nested)
     finally:
         sys.setrecursionlimit(limit)
-    assert cramped == roomy
 
 
-def test_a_deep_payload_takes_the_canonical_way_at_any_depth() -> None:
-    from lambda_idempotency._http import _NOT_INTEGRAL, canonical_payloads, integral_json
+def test_the_integral_walk_keeps_its_own_stack() -> None:
+    from lambda_idempotency._http import integral_json
 
     deep: Any = 1
     for _ in range(100_000):
         deep = [deep]
-    layout = canonical_payloads(DynamoDBStore("t", layout="powertools").layout)
-
-    assert integral_json(deep) is _NOT_INTEGRAL
-    assert layout.payload_hash(deep) == payload_hash(deep)
-    assert integral_json({"a": [decimal.Decimal("1E+2"), 2.0]}) == {"a": [100, 2]}
-    shallow: Any = 1
-    for _ in range(100):
-        shallow = [shallow]
-    assert integral_json(shallow) == shallow
+    walked = integral_json(deep)
+    for _ in range(100_000):
+        assert type(walked) is list and len(walked) == 1
+        walked = walked[0]
+    assert walked == 1
+    assert integral_json({"a": (decimal.Decimal("1E+2"), 2.0)}) == {"a": [100, 2]}
 
 
 def _request(event: dict[str, Any]) -> Any:
