@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, Required, TypedDict, TypeVar, Unpack
 
-from . import _execution, _keys
+from . import _canonical, _execution, _keys
 from ._callables import call_settled
 from ._decorators import build_engine
 from ._errors import (
@@ -222,6 +222,168 @@ def _may_be_json(content_type: str | None) -> bool:
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+# -- the fingerprint's hash -------------------------------------------------------------
+
+
+def canonical_payloads(layout: _keys.KeyLayout, *, fingerprint: bool = False) -> _keys.KeyLayout:
+    """`layout` with payloads hashed by our canonical rules: the layout itself when they
+    already are (the native one), else `CanonicalPayloads`. `fingerprint`: the payloads
+    are `HttpRequest.fingerprint`'s (no float in them), hashed at the JSON encoder's speed."""
+    if layout.payload_hash is _keys.payload_hash:
+        return layout
+    return CanonicalPayloads(layout, fingerprint=fingerprint)
+
+
+class CanonicalPayloads:
+    """A layout's record keys, and our meaning of a payload: for `idempotent_http`, whose
+    fingerprint (or `payload=` selection) no other library hashes, under
+    `layout="powertools"`.
+
+    Powertools' encoder writes a Decimal as its string and a number as it was parsed, so
+    through it `{"amount": 1.5}` and `{"amount": "1.5"}` are one request and `100` and
+    `1e2` two. Here two payloads hash alike exactly when they are the same value by our
+    canonical rules (`_canonical`), in one of two ways:
+
+    - a payload whose every number is an integer below 10**18 in magnitude (however it
+      is spelled: `1e2`, `100.0`) is hashed by the layout (Powertools' formula, the
+      store's `hash_function` of `json.dumps(..., sort_keys=True)`) with those numbers as
+      ints: for a body whose numbers are all written as plain integers (of at most 18
+      characters), and for any body that is no JSON, the hash earlier versions stored, so
+      a retry of a request they completed still replays after an upgrade;
+    - any other payload is hashed as the native layout hashes it (sha256 of the canonical
+      text).
+
+    The two never meet: the way depends only on the payload's value (its numbers' values)
+    and the types in it, never on its spelling or the stack; within the first, JSON text
+    of ints, strings and containers is one-to-one; across the two, the hashed texts differ
+    (the first has Powertools' `", "` separators, the canonical text none), and so do the
+    hashes unless sha256 makes one of two different texts. `json.dumps` recurses: a
+    payload nested nearly as deep as Python's recursion limit is `PayloadInvalidError`
+    (as a body the parser cannot read that deep is), never another hash.
+    """
+
+    def __init__(self, layout: _keys.KeyLayout, *, fingerprint: bool = False) -> None:
+        self.supports_scope = layout.supports_scope
+        self.namespace = layout.namespace
+        self.record_key = layout.record_key
+        self._layout_hash = layout.payload_hash
+        self._digest_text: Callable[[str], str] | None = getattr(layout, "digest_text", None)
+        self._fingerprint = fingerprint and self._digest_text is not None
+
+    def payload_hash(self, payload: Any) -> str:
+        try:
+            if self._fingerprint and self._digest_text is not None:
+                text = _integral_text(payload)
+                if text is not None:
+                    return self._digest_text(text)
+            else:
+                integral = integral_json(payload)
+                if integral is not _NOT_INTEGRAL:
+                    return self._layout_hash(integral)
+        except RecursionError:
+            raise PayloadInvalidError("the payload is nested too deep to fingerprint") from None
+        return _keys.payload_hash(payload)
+
+
+_NOT_INTEGRAL: Any = object()
+_INTEGER_LIMIT = 10**18
+
+
+class _NotIntegralError(Exception):
+    """The encoder met a number that is not an integer below 10**18 in magnitude."""
+
+
+def _integral_default(value: Any) -> Any:
+    if type(value) is decimal.Decimal:
+        number = _integer_of(value)
+        if number is not None:
+            return number
+    raise _NotIntegralError
+
+
+_INTEGRAL_ENCODER = json.JSONEncoder(sort_keys=True, allow_nan=False, default=_integral_default)
+"""Powertools' `json.dumps(value, sort_keys=True)` (the same separators, ASCII escapes and
+key order), writing each Decimal as the int it equals and refusing any other."""
+
+
+def _integral_text(fingerprint: Any) -> str | None:
+    """Powertools' JSON text of a fingerprint with each number as the int it equals; None
+    when one is not an integer below 10**18 in magnitude. The C encoder's speed, no walk
+    in Python, for what `_read_json` makes: ints of at most 18 characters (written as
+    they are), Decimals, NaN and the infinities (floats: refused), never another float."""
+    try:
+        return _INTEGRAL_ENCODER.encode(fingerprint)
+    except _NotIntegralError:
+        return None
+    except ValueError:  # NaN or an infinity (allow_nan=False)
+        return None
+
+
+def integral_json(value: Any) -> Any:
+    """`value`, a JSON value of the built-in types (dicts, lists, tuples, str, bool, None,
+    numbers as int, float or Decimal), with every number as the int it equals, every
+    tuple as a list and every key as its text; `_NOT_INTEGRAL` when a number is not an
+    integer below 10**18 in magnitude (a fraction, a larger or non-finite number) or
+    anything else is in it (a subclass, an enum, a model, a set: only a `payload=`
+    callable returns those, the same types on every retry). Any depth: the walk keeps its
+    own stack."""
+    out: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(out, 0, value)]
+    while stack:
+        parent, slot, item = stack.pop()
+        kind = type(item)
+        if kind is str or kind is bool or item is None:
+            parent[slot] = item
+        elif kind is dict:
+            members: dict[str, Any] = {}
+            parent[slot] = members
+            for key, member in item.items():
+                name = key
+                if type(key) is not str:
+                    # A key is text, as in JSON (`{1: x}` is `{"1": x}`); two keys of
+                    # one text (`{1: x, "1": y}`) are left to the canonical text.
+                    try:
+                        name = _canonical._key_text(key)
+                    except TypeError:
+                        return _NOT_INTEGRAL
+                    if name in item or name in members:
+                        return _NOT_INTEGRAL
+                stack.append((members, name, member))
+                members[name] = None
+        elif kind is list or kind is tuple:
+            elements: list[Any] = [None] * len(item)
+            parent[slot] = elements
+            stack.extend((elements, index, element) for index, element in enumerate(item))
+        elif kind is int:
+            if not -_INTEGER_LIMIT < item < _INTEGER_LIMIT:
+                return _NOT_INTEGRAL
+            parent[slot] = item
+        elif kind is decimal.Decimal or kind is float:
+            number = _integer_of(item)
+            if number is None:
+                return _NOT_INTEGRAL
+            parent[slot] = number
+        else:
+            return _NOT_INTEGRAL
+    return out[0]
+
+
+def _integer_of(number: decimal.Decimal | float) -> int | None:
+    """The int a Decimal or float equals, when it is an integer below 10**18 in magnitude;
+    None otherwise. Time bounded by the number's digits, never by its exponent."""
+    if isinstance(number, float):
+        if number.is_integer() and -_INTEGER_LIMIT < number < _INTEGER_LIMIT:
+            return int(number)
+        return None
+    if not number.is_finite():
+        return None
+    if number.is_zero():
+        return 0
+    if not 0 <= number.adjusted() < 18 or number != number.to_integral_value():
+        return None
+    return int(number)
 
 
 # -- the key ----------------------------------------------------------------------------
@@ -464,6 +626,13 @@ def idempotent_http(
             "store_result": lambda response: store_status(status_of(response)),
         }
         engine = build_engine(handler, key=key, on_replay=_marker(on_replay), **settings)
+        # No other library hashes this payload: its meaning is ours in every layout (the
+        # store's layout still keys the record, as Powertools would the same header).
+        engine.settings = engine.settings._replace(
+            layout=canonical_payloads(
+                engine.settings.layout, fingerprint=payload is HttpRequest.fingerprint
+            )
+        )
 
         @functools.wraps(handler)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R | HttpResponse:

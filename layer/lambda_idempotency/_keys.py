@@ -7,6 +7,7 @@ and `payload_hash`, and so do the log lines.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
@@ -20,8 +21,30 @@ Selector = str | Callable[[Any], Any]
 """A JMESPath expression over the event (Powertools' functions available), or a callable."""
 
 
+def raw_event(data: Any) -> Any:
+    """What a JMESPath selector sees of the value it is given, as Powertools' idempotency
+    prepares it (`_prepare_data`): a dataclass as `dataclasses.asdict`, a pydantic model as
+    `model_dump(mode="json")` (a pydantic v1 model as `.dict()`), an event source data class
+    (`APIGatewayProxyEvent`, `SQSEvent`, ... from `@event_source` outside our decorator)
+    as the raw event it wraps; anything else as it is. A dict costs one type check."""
+    if type(data) is dict or isinstance(data, type):
+        return data
+    if hasattr(data, "__dataclass_fields__"):
+        return dataclasses.asdict(data)
+    model_dump = getattr(data, "model_dump", None)
+    if callable(model_dump):
+        return model_dump(mode="json")
+    as_dict = getattr(data, "dict", None)
+    if callable(as_dict):
+        return as_dict()
+    return getattr(data, "raw_event", data)
+
+
 def compile_selector(selector: Selector, *, role: str) -> Callable[[Any], Any]:
-    """Turn a selector into a function of the event, failing at decoration time if invalid."""
+    """Turn a selector into a function of the event, failing at decoration time if invalid.
+
+    A JMESPath expression runs over `raw_event(event)`, as Powertools' expressions do, so
+    its keys and hashes are those of the plain event; a callable sees the event as given."""
     if callable(selector):
         return selector
     if not isinstance(selector, str) or not selector.strip():
@@ -34,7 +57,7 @@ def compile_selector(selector: Selector, *, role: str) -> Callable[[Any], Any]:
         expression = jmespath.compile(selector)
     except JMESPathError as exc:
         raise ConfigurationError(f"{role} {selector!r} is not valid JMESPath: {exc}") from exc
-    direct = _direct(expression.parsed)
+    direct = _direct(expression.parsed, root=True)
     if direct is not None:
         return direct
     options = None
@@ -48,20 +71,34 @@ def compile_selector(selector: Selector, *, role: str) -> Callable[[Any], Any]:
     interpreter, parsed = TreeInterpreter(options), expression.parsed
 
     def search(data: Any) -> Any:
+        if type(data) is not dict:
+            data = raw_event(data)
         return interpreter.visit(parsed, data)
 
     return search
 
 
-def _direct(node: Mapping[str, Any]) -> Callable[[Any], Any] | None:
+def _direct(node: Mapping[str, Any], *, root: bool = False) -> Callable[[Any], Any] | None:
     """The selectors keys mostly are (`@`, `id`, `body.order.id`, `[id, amount]`) as plain
     functions, with the JMESPath interpreter's semantics: a field of a non-object is null,
-    and a path stops at the first null. None for anything else."""
+    and a path stops at the first null. None for anything else. At the `root`, the value is
+    first the raw event (`raw_event`), checked inline: no call more for a dict."""
     kind = node["type"]
     if kind == "current":
-        return _identity
+        return raw_event if root else _identity
     if kind == "field":
         name = node["value"]
+        if root:
+
+            def root_field(value: Any) -> Any:
+                if type(value) is not dict:
+                    value = raw_event(value)
+                try:
+                    return value.get(name)
+                except AttributeError:
+                    return None
+
+            return root_field
 
         def field(value: Any) -> Any:
             try:
@@ -72,7 +109,12 @@ def _direct(node: Mapping[str, Any]) -> Callable[[Any], Any] | None:
         return field
     if kind not in ("subexpression", "multi_select_list"):
         return None
-    steps = [_direct(child) for child in node["children"]]
+    children = node["children"]
+    if kind == "subexpression":
+        # Only the path's first step meets the root.
+        steps = [_direct(child, root=root and not at) for at, child in enumerate(children)]
+    else:
+        steps = [_direct(child) for child in children]
     known = [step for step in steps if step is not None]
     if len(known) != len(steps):
         return None
@@ -88,6 +130,8 @@ def _direct(node: Mapping[str, Any]) -> Callable[[Any], Any] | None:
         return path
 
     def select(value: Any) -> Any:
+        if root and type(value) is not dict:
+            value = raw_event(value)
         return None if value is None else [step(value) for step in known]
 
     return select

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Unpack
 
 from . import _encoding
-from ._errors import ConfigurationError, StoreError
+from ._errors import ConfigurationError, PayloadInvalidError, StoreError
 from ._limits import ITEM_BYTES
 from ._record import AttributeNames, Record, Status
 from ._store import (
@@ -67,7 +67,22 @@ def _encoders() -> tuple[type[json.JSONEncoder], type[json.JSONEncoder]]:
     from aws_lambda_powertools.utilities.idempotency.persistence import base
 
     key_encoder: type[json.JSONEncoder] = getattr(base, "_IdempotencyKeyEncoder", Encoder)
-    return key_encoder, Encoder
+
+    class KeyEncoder(key_encoder):  # type: ignore[misc,valid-type]
+        """Powertools' key encoder, and what it refuses that is a Mapping (an event source
+        data class nested in a selection: an `idempotent_function` argument) as the dict
+        it is. Only values Powertools cannot hash at all reach the fallback, so every hash
+        Powertools computes stays byte for byte its own."""
+
+        def default(self, o: Any) -> Any:
+            try:
+                return super().default(o)
+            except TypeError:
+                if isinstance(o, Mapping):
+                    return dict(o)
+                raise
+
+    return KeyEncoder, Encoder
 
 
 class PowertoolsKeys:
@@ -103,11 +118,19 @@ class PowertoolsKeys:
     def payload_hash(self, payload: Any) -> str:
         return self._digest(payload, "payload")
 
+    def digest_text(self, text: str) -> str:
+        """The hash of a JSON text already written as Powertools writes it."""
+        return str(self._hasher(text.encode()).hexdigest())
+
     def _digest(self, value: Any, role: str) -> str:
         try:
             text = json.dumps(value, cls=self._key_encoder, sort_keys=True)
-        except (TypeError, ValueError) as exc:
-            raise ConfigurationError(f"the selected {role} cannot be hashed: {exc}") from exc
+        except (TypeError, ValueError, RecursionError) as exc:
+            # As in the native layout: the handler does not run, the same input is refused
+            # again (Powertools itself would raise the encoder's own error).
+            raise PayloadInvalidError(
+                f"the selected {role} cannot be fingerprinted: {exc}"
+            ) from exc
         return str(self._hasher(text.encode()).hexdigest())
 
 
