@@ -82,9 +82,12 @@ def build_engine(
         )
     namespace = layout.namespace(function, namespace)
     _limits.check_decoration(store, namespace, payload=payload is not None)
+    exact = layout is NATIVE_KEYS  # Powertools' layout hashes what its own JMESPath parses
     settings = Settings(
-        key=_keys.compile_selector(key, role="key"),
-        payload=None if payload is None else _keys.compile_selector(payload, role="payload"),
+        key=_keys.compile_selector(key, role="key", exact_numbers=exact),
+        payload=None
+        if payload is None
+        else _keys.compile_selector(payload, role="payload", exact_numbers=exact),
         scope=None if scope is None else _keys.compile_selector(scope, role="scope"),
         store=_store_provider(store),
         namespace=namespace,

@@ -40,11 +40,15 @@ def raw_event(data: Any) -> Any:
     return getattr(data, "raw_event", data)
 
 
-def compile_selector(selector: Selector, *, role: str) -> Callable[[Any], Any]:
+def compile_selector(
+    selector: Selector, *, role: str, exact_numbers: bool = True
+) -> Callable[[Any], Any]:
     """Turn a selector into a function of the event, failing at decoration time if invalid.
 
     A JMESPath expression runs over `raw_event(event)`, as Powertools' expressions do, so
-    its keys and hashes are those of the plain event; a callable sees the event as given."""
+    its keys and hashes are those of the plain event; a callable sees the event as given.
+    With `exact_numbers`, `powertools_json` keeps a number a float cannot hold as a Decimal
+    (our canonical hashing); without it, floats, as Powertools hashes them."""
     if callable(selector):
         return selector
     if not isinstance(selector, str) or not selector.strip():
@@ -64,9 +68,7 @@ def compile_selector(selector: Selector, *, role: str) -> Callable[[Any], Any]:
     if "powertools_" in selector:
         # Powertools' functions (powertools_json, powertools_base64, ...) cost an import, so
         # only expressions that use them pay for it.
-        from aws_lambda_powertools.utilities.jmespath_utils import PowertoolsFunctions
-
-        options = jmespath.Options(custom_functions=PowertoolsFunctions())
+        options = jmespath.Options(custom_functions=_json_functions(exact_numbers))
     # `expression.search` builds a tree interpreter per call; one per selector does the same.
     interpreter, parsed = TreeInterpreter(options), expression.parsed
 
@@ -76,6 +78,33 @@ def compile_selector(selector: Selector, *, role: str) -> Callable[[Any], Any]:
         return interpreter.visit(parsed, data)
 
     return search
+
+
+@functools.cache
+def _json_functions(exact_numbers: bool) -> Any:
+    """Powertools' JMESPath functions; with `exact_numbers`, a `powertools_json` whose
+    numbers are floats only where the float reads back as the same value, so two bodies
+    that differ past double precision (`0.30000000000000001`, `0.3`) never hash alike."""
+    from aws_lambda_powertools.utilities.jmespath_utils import PowertoolsFunctions
+
+    if not exact_numbers:
+        return PowertoolsFunctions()
+    import json
+    from decimal import Decimal
+
+    from jmespath.functions import signature
+
+    def exact_float(text: str) -> float | Decimal:
+        number = float(text)
+        exact = Decimal(text)
+        return number if Decimal(repr(number)) == exact else exact
+
+    class ExactFunctions(PowertoolsFunctions):
+        @signature({"types": ["string"]})
+        def _func_powertools_json(self, value: str) -> Any:
+            return json.loads(value, parse_float=exact_float)
+
+    return ExactFunctions()
 
 
 def _direct(node: Mapping[str, Any], *, root: bool = False) -> Callable[[Any], Any] | None:
