@@ -68,12 +68,13 @@ def test_32_threads_raise_policy_one_run_rest_in_progress(store: DynamoDBStore) 
     assert outcomes.count({"charge": "ch_1"}) == 1
     in_progress = [outcome for outcome in outcomes if isinstance(outcome, InProgressError)]
     assert len(in_progress) == THREADS - 1
-    # Retry-After: the holder's remaining lease (~30 s, from the invocation's remaining time)
-    # plus the clock-skew allowance (only then may another caller take it over), in whole
-    # seconds rounded up, as of some moment between the call and its answer.
+    # Retry-After: until the first millisecond past the holder's remaining lease (~30 s, from
+    # the invocation's remaining time) and the clock-skew allowance (only then may another
+    # caller take it over), in whole seconds rounded up, as of some moment between the call
+    # and its answer.
     skew_ms = handler.idempotency.settings.skew_ms
     assert len(retry_after) == THREADS - 1
-    lapses_ms = lease_until_ms[0] + skew_ms
+    lapses_ms = lease_until_ms[0] + skew_ms + 1
     for seconds, called_at_ms, answered_at_ms in retry_after:
         at_most = math.ceil((lapses_ms - called_at_ms) / 1000)
         at_least = math.ceil((lapses_ms - answered_at_ms) / 1000)
