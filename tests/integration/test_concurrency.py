@@ -16,6 +16,9 @@ from tests.conftest import FakeContext, create_table, local_client
 
 THREADS = 32
 PROCESSES = 8
+STARTUP_SECONDS = 60
+"""How long the spawned containers may take to import and build their clients (about 8 s
+on a loaded 2-core machine) before they all call at once."""
 
 
 def run_together(count: int, call: Callable[[], Any]) -> list[Any]:
@@ -123,6 +126,8 @@ def _read(client: Any, counters: str, name: str) -> int:
 def _process_caller(
     endpoint: str, table: str, counters: str, policy: str, start: Any, queue: Any
 ) -> None:
+    """One container: imports, a client, a decorated handler; then, once every container is
+    ready (`start`, a barrier), one call."""
     client = local_client(endpoint)
     store = DynamoDBStore(table, client=client)
 
@@ -139,7 +144,7 @@ def _process_caller(
             time.sleep(1.0)
         return {"charge": "ch_1"}
 
-    start.wait()
+    start.wait()  # all at once: no container still importing while the others call
     try:
         queue.put(("result", handler({"order_id": "o-1"}, FakeContext(remaining_ms=30_000))))
     except InProgressError as exc:
@@ -147,13 +152,14 @@ def _process_caller(
         queue.put(("in_progress", exc.retry_after))
 
 
+@pytest.mark.timeout(STARTUP_SECONDS + 90)  # its own waits are bounded: startup, then answers
 @pytest.mark.parametrize("policy", ["raise", "wait"])
 def test_8_processes_one_key_one_run(
     dynamodb_local_endpoint: str, store: DynamoDBStore, policy: str
 ) -> None:
     counters = create_table(store.client, f"{store.table_name}-counters", key="id")
     context = multiprocessing.get_context("spawn")
-    start = context.Event()
+    start = context.Barrier(PROCESSES, timeout=STARTUP_SECONDS)
     queue = context.Queue()
     processes = [
         context.Process(
@@ -164,7 +170,6 @@ def test_8_processes_one_key_one_run(
     ]
     for process in processes:
         process.start()
-    start.set()
     outcomes = [queue.get(timeout=90) for _ in processes]
     for process in processes:
         process.join(30)
