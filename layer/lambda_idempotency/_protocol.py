@@ -329,14 +329,12 @@ class Idempotency:
         return lease_until
 
     def _in_progress(self, held: Record, now: int, message: str) -> InProgressError:
-        """Retry-After is when the holder's lease lapses (on every clock within the skew
-        allowance): by then the key is sure to answer. For a tombstone, a second."""
-        lapses = held.lease_until or now
-        if held.lease_until is None and held.status is Status.IN_PROGRESS:
-            lapses = held.expiration * 1000  # a claim with no lease (Powertools, no context)
-        if held.status is Status.IN_PROGRESS:
-            lapses += self.settings.skew_ms
-        retry_after = max(1, math.ceil((lapses - now) / 1000))
+        """Retry-After is the first whole second at which a claim of the key is granted:
+        the holder's lease lapsed (or, without one, its record expired) on every clock within
+        the skew allowance, or, for a tombstone ahead of our clock, its release time. By
+        then the key is sure to answer; at least a second."""
+        frees = held.frees_at_ms(self.settings.skew_ms)
+        retry_after = max(1, math.ceil((frees - now) / 1000))
         self._count("in_progress", logging.INFO, held.pk, retry_after=retry_after)
         return InProgressError(message, key_hash=held.pk, retry_after=retry_after)
 

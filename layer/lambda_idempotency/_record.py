@@ -60,6 +60,17 @@ class Record(Value):
         """The holder's lease ended even on a clock `skew_ms` behind ours."""
         return self.lease_until is not None and self.lease_until < now_ms - skew_ms
 
+    def frees_at_ms(self, skew_ms: int) -> int:
+        """The first millisecond a claim of the key is granted on every clock within the skew
+        allowance: the record expired or its lease lapsed (both strictly past, as the claim's
+        condition has them). A release frees the key at its own time (no allowance)."""
+        if self.status is Status.RELEASED and self.lease_until is not None:
+            return self.lease_until
+        frees = (self.expiration + 1) * 1000 + skew_ms
+        if self.lease_until is not None:
+            frees = min(frees, self.lease_until + skew_ms + 1)
+        return frees
+
 
 class ReplayInfo(Value):
     """What `on_replay` is told about a replay, beside the result."""

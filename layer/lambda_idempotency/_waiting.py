@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 from collections.abc import Collection
 
-from ._record import Record, Status
+from ._record import Record
 
 WAIT_POLL_FRACTION = 0.25
 """Poll interval as a share of the holder's age: a waiter answers at most this share of the
@@ -81,7 +81,7 @@ def next_poll_ms(
     due = _due_poll_ms(held.claimed_at, now_ms, runs_ms) if held.claimed_at is not None else None
     if due is not None:
         delay = min(delay, due)
-    frees = _frees_at_ms(held, skew_ms)
+    frees = held.frees_at_ms(skew_ms)
     if frees <= now_ms:
         return 0  # the key is free already (the refused claim came back late): poll now
     return min(delay, frees - now_ms)
@@ -107,14 +107,3 @@ def _due_poll_ms(claimed_at: int, now_ms: int, runs_ms: Collection[int]) -> int 
 def _jittered(nominal_ms: float) -> int:
     """A draw from the jitter's share of `nominal_ms`, in whole milliseconds (at least 1)."""
     return max(1, round(nominal_ms * random.uniform(*WAIT_JITTER)))
-
-
-def _frees_at_ms(held: Record, skew_ms: int) -> int:
-    """The first millisecond the key is free on every clock within the skew allowance (the
-    record counts as lapsed or expired). A release ahead of our clock frees at its time."""
-    if held.status is Status.RELEASED and held.lease_until is not None:
-        return held.lease_until
-    candidates = [(held.expiration + 1) * 1000 + skew_ms]
-    if held.lease_until is not None:
-        candidates.append(held.lease_until + skew_ms + 1)
-    return min(candidates)

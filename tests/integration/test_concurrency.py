@@ -16,6 +16,9 @@ from tests.conftest import FakeContext, create_table, local_client
 
 THREADS = 32
 PROCESSES = 8
+STARTUP_SECONDS = 60
+"""How long the spawned containers may take to import and build their clients (about 8 s
+on a loaded 2-core machine) before they all call at once."""
 
 
 def run_together(count: int, call: Callable[[], Any]) -> list[Any]:
@@ -68,12 +71,13 @@ def test_32_threads_raise_policy_one_run_rest_in_progress(store: DynamoDBStore) 
     assert outcomes.count({"charge": "ch_1"}) == 1
     in_progress = [outcome for outcome in outcomes if isinstance(outcome, InProgressError)]
     assert len(in_progress) == THREADS - 1
-    # Retry-After: the holder's remaining lease (~30 s, from the invocation's remaining time)
-    # plus the clock-skew allowance (only then may another caller take it over), in whole
-    # seconds rounded up, as of some moment between the call and its answer.
+    # Retry-After: until the first millisecond past the holder's remaining lease (~30 s, from
+    # the invocation's remaining time) and the clock-skew allowance (only then may another
+    # caller take it over), in whole seconds rounded up, as of some moment between the call
+    # and its answer.
     skew_ms = handler.idempotency.settings.skew_ms
     assert len(retry_after) == THREADS - 1
-    lapses_ms = lease_until_ms[0] + skew_ms
+    lapses_ms = lease_until_ms[0] + skew_ms + 1
     for seconds, called_at_ms, answered_at_ms in retry_after:
         at_most = math.ceil((lapses_ms - called_at_ms) / 1000)
         at_least = math.ceil((lapses_ms - answered_at_ms) / 1000)
@@ -122,6 +126,8 @@ def _read(client: Any, counters: str, name: str) -> int:
 def _process_caller(
     endpoint: str, table: str, counters: str, policy: str, start: Any, queue: Any
 ) -> None:
+    """One container: imports, a client, a decorated handler; then, once every container is
+    ready (`start`, a barrier), one call."""
     client = local_client(endpoint)
     store = DynamoDBStore(table, client=client)
 
@@ -138,7 +144,7 @@ def _process_caller(
             time.sleep(1.0)
         return {"charge": "ch_1"}
 
-    start.wait()
+    start.wait()  # all at once: no container still importing while the others call
     try:
         queue.put(("result", handler({"order_id": "o-1"}, FakeContext(remaining_ms=30_000))))
     except InProgressError as exc:
@@ -146,13 +152,14 @@ def _process_caller(
         queue.put(("in_progress", exc.retry_after))
 
 
+@pytest.mark.timeout(STARTUP_SECONDS + 90)  # its own waits are bounded: startup, then answers
 @pytest.mark.parametrize("policy", ["raise", "wait"])
 def test_8_processes_one_key_one_run(
     dynamodb_local_endpoint: str, store: DynamoDBStore, policy: str
 ) -> None:
     counters = create_table(store.client, f"{store.table_name}-counters", key="id")
     context = multiprocessing.get_context("spawn")
-    start = context.Event()
+    start = context.Barrier(PROCESSES, timeout=STARTUP_SECONDS)
     queue = context.Queue()
     processes = [
         context.Process(
@@ -163,7 +170,6 @@ def test_8_processes_one_key_one_run(
     ]
     for process in processes:
         process.start()
-    start.set()
     outcomes = [queue.get(timeout=90) for _ in processes]
     for process in processes:
         process.join(30)

@@ -183,6 +183,13 @@ def kinesis_data(record: dict[str, Any], data: bytes) -> dict[str, Any]:
     return {**record, "kinesis": {**record["kinesis"], "data": base64.b64encode(data).decode()}}
 
 
+ONE_TABLE_FOR_ALL_EXAMPLES = settings(
+    suppress_health_check=[*settings().suppress_health_check, HealthCheck.function_scoped_fixture]
+)
+"""The examples share the test's table (their records' ids differ). The profile's own
+suppressions are kept: a list given here replaces them, and `too_slow` would then fail the
+test on a loaded machine, where drawing the first examples can take over a second."""
+
 KINESIS_RECEIVE = {  # what a retry may carry differently, in the record's `kinesis`
     "approximateArrivalTimestamp": st.integers(1_400_000_000, 1_900_000_000),
     "kinesisSchemaVersion": st.just("1.1"),
@@ -194,7 +201,7 @@ KINESIS_RECORD = {  # and around it
 }
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@ONE_TABLE_FOR_ALL_EXAMPLES
 @given(
     st.binary(max_size=16),
     st.none() | st.binary(max_size=16),
@@ -275,7 +282,7 @@ def changed(record: dict[str, Any], fields: list[str]) -> dict[str, Any]:
     return altered
 
 
-@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@ONE_TABLE_FOR_ALL_EXAMPLES
 @given(
     st.lists(st.sampled_from(sorted(CHANGES)), unique=True),
     st.lists(st.sampled_from(sorted(STREAM_METADATA | RECORD_METADATA)), unique=True),

@@ -147,8 +147,9 @@ def test_a_waiter_gives_up_exactly_when_its_budget_ends(
     assert clock.elapsed_ms == waited_ms
     assert runs == []
     assert str(refused.value) == "gave up waiting for the holder of this key"
-    # Retry-After: the holder's lease, plus the clock-skew allowance, from when it gave up.
-    assert refused.value.retry_after == -(-(HOUR_MS + 2_000 - waited_ms) // 1000)
+    # Retry-After: from when it gave up, to the first millisecond past the holder's lease and
+    # the clock-skew allowance (at the lease's end plus 2 s exactly, a claim is still refused).
+    assert refused.value.retry_after == -(-(HOUR_MS + 2_000 + 1 - waited_ms) // 1000)
 
 
 def test_an_invocation_out_of_time_does_not_wait_at_all(moto_store: DynamoDBStore) -> None:
@@ -196,7 +197,7 @@ def test_without_context_or_cap_a_waiter_gives_up_after_lambdas_longest_timeout(
 
     assert clock.elapsed_ms == 900_000
     assert runs == []
-    assert refused.value.retry_after == -(-(HOUR_MS + 2_000 - 900_000) // 1000)
+    assert refused.value.retry_after == -(-(HOUR_MS + 2_000 + 1 - 900_000) // 1000)
 
 
 def test_a_waiter_polls_at_a_quarter_of_the_holder_age(moto_store: DynamoDBStore) -> None:
@@ -525,9 +526,13 @@ def raising_handler(store: DynamoDBStore, clock: FakeClock, **options: Any) -> A
 @pytest.mark.parametrize(
     ("lease_ms", "skew_seconds", "retry_after"),
     [
-        (30_000, None, 32),  # the holder's lease, plus the default 2 s skew allowance
+        # The first whole second past the holder's lease plus the default 2 s allowance: at
+        # 32.000 s the lease has not lapsed yet on a clock 2 s behind (the claim's condition
+        # is strict), so 32 would send the caller back to a second refusal.
+        (30_000, None, 33),
+        (29_999, None, 32),
         (30_001, None, 33),  # rounded up: a retry sooner than that would be refused again
-        (30_000, 0, 30),
+        (30_000, 0, 31),
         (-1_500, None, 1),  # lapsed on our clock, not yet on one 2 s behind: soon, not never
     ],
 )
@@ -554,7 +559,8 @@ def test_retry_after_for_a_holder_without_a_lease_is_its_expiration(
     moto_store: DynamoDBStore, clock: FakeClock
 ) -> None:
     """Powertools writes IN_PROGRESS records without a lease when it has no context: the key
-    frees at the record's expiration (plus the skew allowance), so say that, not "1 s"."""
+    frees past the record's expiration (its last second, plus the skew allowance), so say
+    that, not "1 s", and not a second early."""
     handler = raising_handler(moto_store, clock)
     pk, _ = handler.idempotency._identify(EVENT)
     now = clock.now_ms()
@@ -571,8 +577,14 @@ def test_retry_after_for_a_holder_without_a_lease_is_its_expiration(
     with pytest.raises(InProgressError) as refused:
         handler(dict(EVENT), FakeContext(30_000, clock=clock))
 
-    expected = -(-((now // 1000 + 600) * 1000 + 2_000 - now) // 1000)
+    expected = -(-((now // 1000 + 601) * 1000 + 2_000 - now) // 1000)
     assert refused.value.retry_after == expected
+
+    clock.advance(expected - 1)  # a second sooner: still held on a clock 2 s behind
+    with pytest.raises(InProgressError):
+        handler(dict(EVENT), FakeContext(30_000, clock=clock))
+    clock.advance(1)
+    assert handler(dict(EVENT), FakeContext(30_000, clock=clock)) == "ran"
 
 
 def test_retry_after_for_a_release_ahead_of_our_clock_is_until_the_release(
@@ -612,7 +624,7 @@ def test_a_refused_duplicate_is_logged_with_its_retry_after(
                 "idempotency": "in_progress",
                 "key_hash": pk,
                 "namespace": handler.idempotency.settings.namespace,
-                "retry_after": 12,
+                "retry_after": 13,
             },
         )
     ]

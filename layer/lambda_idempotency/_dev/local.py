@@ -81,16 +81,19 @@ def start(template_path: Path, port: int, *, background: bool) -> int:
         print(f"running in the background (pid {local.pid}); stop it with:")
         print(f"  lambda-idempotency local stop{_port_flag(port)}")
         return 0
-    print("stop it with Ctrl-C", flush=True)
     return _run_until_interrupted(local)
 
 
 def _run_until_interrupted(local: DynamoDBLocal) -> int:
+    """Until Ctrl-C (or SIGTERM). "stop it with Ctrl-C" is said only once a Ctrl-C is caught:
+    one pressed as soon as it shows stops the emulator cleanly, not with a traceback."""
+
     def on_term(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
+        print("stop it with Ctrl-C", flush=True)
         process = local._process
         while process is not None and process.poll() is None:
             time.sleep(0.5)
