@@ -156,6 +156,7 @@ def run(
                     runs=plan.layer_import_runs,
                     install_requirements=plan.build_layer_requirements,
                 ),
+                cold_start.measure_self_check(plan.import_runs),
             )
         if "memory" in wanted:
             log("resident memory in fresh interpreters")

@@ -15,6 +15,7 @@ from ._decorators import idempotent, idempotent_function
 from ._errors import (
     CompletionConflictError,
     ConfigurationError,
+    DeferredResultError,
     IdempotencyError,
     InProgressError,
     KeyMissingError,
@@ -37,12 +38,14 @@ from ._store import DynamoDBStore
 
 if _typing.TYPE_CHECKING:
     from ._batch import BatchResponse, idempotent_record, process_batch
+    from ._durable import durable_step_key
     from ._http import HttpResponse, idempotent_http
     from ._options import Options, PowertoolsOptions
 
 _FRONT_ENDS = {
     "BatchResponse": "_batch",
     "idempotent_record": "_batch",
+    "durable_step_key": "_durable",
     "process_batch": "_batch",
     "HttpResponse": "_http",
     "idempotent_http": "_http",
@@ -74,6 +77,7 @@ __all__ = [
     "Clock",
     "CompletionConflictError",
     "ConfigurationError",
+    "DeferredResultError",
     "DynamoDBStore",
     "Execution",
     "HttpResponse",
@@ -99,6 +103,7 @@ __all__ = [
     "StoreError",
     "SystemClock",
     "current_execution",
+    "durable_step_key",
     "idempotent",
     "idempotent_function",
     "idempotent_http",

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack
 
 from . import _execution, _keys
+from ._callables import call_settled
 from ._decorators import build_engine
 from ._errors import NotABatchEventError
 from ._keys import Selector
@@ -134,7 +135,7 @@ class RecordHandler(Generic[R]):
             call = functools.partial(self.function, record)
         token = _execution.lambda_context.set(lambda_context)
         try:
-            return self.idempotency.run(raw, lambda_context, call)
+            return self.idempotency.run(raw, lambda_context, functools.partial(call_settled, call))
         finally:
             _execution.lambda_context.reset(token)
 
@@ -170,7 +171,10 @@ first batch, reused by the next ones. Defaults only, so there are no settings to
 def _record_handler(handler: Callable[..., Any]) -> RecordHandler[Any]:
     if isinstance(handler, RecordHandler):
         return handler
-    built = _default_handlers.get(handler)
+    try:
+        built = _default_handlers.get(handler)
+    except TypeError:  # not weakly referable (a builtin, a staticmethod object): not kept
+        return idempotent_record()(handler)
     if built is None:
         built = _default_handlers[handler] = idempotent_record()(handler)
     return built

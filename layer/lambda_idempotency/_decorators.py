@@ -12,8 +12,9 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, Unpack
 
-from . import _encoding, _execution, _keys, _observe
+from . import _encoding, _execution, _keys, _limits, _observe
 from ._cache import ResultCache
+from ._callables import call_settled, check_callable
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import ConfigurationError
 from ._keys import NATIVE_KEYS, Selector
@@ -54,6 +55,7 @@ def build_engine(
     metrics: MetricsOption = None,
 ) -> Idempotency:
     """Validate one decorator's arguments and build its engine (shared by every front end)."""
+    check_callable(function)
     if not isinstance(ttl_seconds, int) or ttl_seconds <= 0:
         raise ConfigurationError(
             f"ttl_seconds must be a positive whole number, not {ttl_seconds!r}"
@@ -79,6 +81,7 @@ def build_engine(
             "in the key expression instead (e.g. key='[tenant, order_id]')"
         )
     namespace = layout.namespace(function, namespace)
+    _limits.check_decoration(store, namespace, payload=payload is not None)
     settings = Settings(
         key=_keys.compile_selector(key, role="key"),
         payload=None if payload is None else _keys.compile_selector(payload, role="payload"),
@@ -125,9 +128,16 @@ def idempotent(
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             event = args[0] if args else kwargs.get("event")
             context = args[1] if len(args) > 1 else kwargs.get("context")
+            durable = None
+            if hasattr(context, "execution_context") or _envelope_shaped(event):
+                durable = _durable_run(event, context)
+            if durable is not None:
+                context = durable.lambda_context  # nested functions lease per invocation
             token = _execution.lambda_context.set(context)
             try:
-                return engine.run(event, context, lambda: handler(*args, **kwargs))
+                return engine.run(
+                    event, context, lambda: call_settled(handler, *args, **kwargs), durable
+                )
             finally:
                 _execution.lambda_context.reset(token)
 
@@ -135,6 +145,26 @@ def idempotent(
         return wrapper
 
     return decorate
+
+
+def _envelope_shaped(event: Any) -> bool:
+    return (isinstance(event, dict) and "CheckpointToken" in event) or hasattr(
+        event, "checkpoint_token"
+    )
+
+
+def _durable_run(event: Any, context: Any) -> Any:
+    """The durable execution a handler runs in (`_durable`, imported only then), or None;
+    refuses `@idempotent` outside `@durable_execution`, where it would see the SDK's envelope."""
+    from . import _durable
+
+    if _durable.is_invocation_envelope(event):
+        raise ConfigurationError(
+            "@idempotent is outside @durable_execution: it sees the SDK's invocation envelope, "
+            "not your event, and a suspension as a return value. Put it inside: "
+            "@durable_execution, then @idempotent(...), then def handler(event, context)"
+        )
+    return _durable.durable_run(context)
 
 
 def idempotent_function(
@@ -150,7 +180,13 @@ def idempotent_function(
 
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
         engine = build_engine(function, key=key, **options)
-        signature = inspect.signature(function)
+        try:
+            signature = inspect.signature(function)
+        except (TypeError, ValueError) as exc:  # a builtin type or a C function without one
+            raise ConfigurationError(
+                f"idempotent_function cannot read the parameters of {function!r}, which its "
+                f"selectors see by name: decorate a def that calls it ({exc})"
+            ) from exc
 
         @functools.wraps(function)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -165,7 +201,7 @@ def idempotent_function(
                     data[name] = _plain(value)
             if context is None:
                 context = _execution.lambda_context.get()
-            return engine.run(data, context, lambda: function(*args, **kwargs))
+            return engine.run(data, context, lambda: call_settled(function, *args, **kwargs))
 
         wrapper.idempotency = engine  # type: ignore[attr-defined]
         return wrapper

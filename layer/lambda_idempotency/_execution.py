@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
-from ._errors import ConfigurationError, NoActiveExecutionError
+from ._errors import ConfigurationError, LeaseLostError, NoActiveExecutionError, StoreError
 
 _TRANSACT_ACTIONS = frozenset({"Put", "Update", "Delete", "ConditionCheck"})
 MAX_ENLISTED_WRITES = 99
@@ -22,7 +24,15 @@ class Execution:
     writes: the enlisted business writes, committed with the result.
     """
 
-    __slots__ = ("answer_by_ms", "claimed_at_ms", "key_hash", "lease_until_ms", "owner", "writes")
+    __slots__ = (
+        "_extender",
+        "answer_by_ms",
+        "claimed_at_ms",
+        "key_hash",
+        "lease_until_ms",
+        "owner",
+        "writes",
+    )
 
     def __init__(self, key_hash: str | None, owner: str | None, lease_until_ms: int | None) -> None:
         self.key_hash = key_hash
@@ -31,6 +41,8 @@ class Execution:
         self.claimed_at_ms: int | None = None
         self.answer_by_ms: int | None = None
         self.writes: list[Mapping[str, Any]] = []
+        self._extender: Callable[[float], int] | None = None
+        """Set by the engine while it holds the key: writes a longer lease, fenced."""
 
     def __repr__(self) -> str:
         return f"Execution(key_hash={self.key_hash!r}, writes={len(self.writes)})"
@@ -61,6 +73,48 @@ class Execution:
         if len(self.writes) >= MAX_ENLISTED_WRITES:
             raise ConfigurationError(f"at most {MAX_ENLISTED_WRITES} writes can be enlisted")
         self.writes.append(transact_item)
+
+    def extend_lease(self, seconds: float) -> int | None:
+        """Hold the key for `seconds` more from now (long work: a batch, an export), with a
+        write fenced on our claim, so no other caller takes it over and waiters keep waiting.
+        Returns the new lease end (epoch ms); never shortens the lease. Raises LeaseLostError
+        when our lease lapsed and another caller took the key over: stop, the work is theirs
+        now. Does nothing (None) when the call runs without a key (disabled, no key)."""
+        if not seconds > 0:
+            raise ConfigurationError(f"extend_lease takes a positive duration, not {seconds!r}")
+        if self._extender is None:
+            return None
+        return self._extender(seconds)
+
+    @contextmanager
+    def heartbeat(self, every: float, extend_by: float) -> Iterator[None]:
+        """Extend the lease by `extend_by` seconds every `every` seconds while the block runs,
+        from a daemon thread. A lost key stops the beats and is raised (LeaseLostError) when
+        the block ends; a failed beat (throttled) is tried again at the next one."""
+        if not 0 < every < extend_by:
+            raise ConfigurationError("heartbeat needs 0 < every < extend_by, so beats overlap")
+        stop = threading.Event()
+        failure: list[BaseException] = []
+
+        def beat() -> None:
+            while not stop.wait(every):
+                try:
+                    self.extend_lease(extend_by)
+                except LeaseLostError as exc:
+                    failure.append(exc)
+                    return
+                except StoreError:
+                    continue  # throttled or a 5xx: the next beat tries again, within the lease
+
+        thread = threading.Thread(target=beat, name="lambda-idempotency-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+        if failure:
+            raise failure[0]
 
 
 def _low_level(values: Any) -> bool:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, Required, TypedDict, TypeVar, Unpack
 
 from . import _execution, _keys
+from ._callables import call_settled
 from ._decorators import build_engine
 from ._errors import (
     ConfigurationError,
@@ -472,7 +473,7 @@ def idempotent_http(
             token = _execution.lambda_context.set(context)
             try:
                 if request.method in protected:
-                    call = functools.partial(handler, *args, **kwargs)
+                    call = functools.partial(call_settled, handler, *args, **kwargs)
                     return _answer(engine, request, context, header, call)
                 emit(
                     logging.DEBUG,

@@ -11,6 +11,7 @@ refusal is one outcome, so one line; a batch writes one per record.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
 DEFAULT_NAMESPACE = "LambdaIdempotency"
 FUNCTION_DIMENSION = "function_name"
 UNIT = "Count"
+DIMENSION_VALUE_MAX = 1024
+"""CloudWatch's longest dimension value; see `dimension_value`."""
+HASHED_TAIL = 32
+"""Hex digits of sha256 that end a value cut to fit (128 bits: distinct texts, distinct values)."""
 NOT_COUNTED = frozenset({"claimed"})
 """A claim always ends as another outcome (`executed`, `released`, a failure), counted."""
 
@@ -95,7 +100,9 @@ class EmfLines:
         self.cloudwatch_namespace = cloudwatch_namespace
         self.idempotency_namespace = idempotency_namespace
         # Lambda sets it before the function's module is imported, so before any decorator.
-        self.function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or idempotency_namespace
+        function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or idempotency_namespace
+        self.function_name = dimension_value(function_name)
+        self.namespace_value = dimension_value(idempotency_namespace)
         self._tails: dict[str, str] = {}
 
     def __call__(self, outcome: str, fields: dict[str, Any]) -> None:
@@ -115,7 +122,7 @@ class EmfLines:
         }
         members = {
             FUNCTION_DIMENSION: self.function_name,
-            "idempotency_namespace": self.idempotency_namespace,
+            "idempotency_namespace": self.namespace_value,
             name: 1,
         }
         compact = (",", ":")
@@ -125,3 +132,28 @@ class EmfLines:
         )
         self._tails[name] = tail
         return tail
+
+
+def dimension_value(text: str) -> str:
+    """`text` as a CloudWatch dimension value, which must be 1 to 1,024 ASCII characters, no
+    control character, not all whitespace: CloudWatch drops a line that breaks this without
+    a word. A text that is one already, with no backslash, is kept as it is (a Lambda
+    function name always is). Any other gets the same value every time, told apart from
+    every kept text and every other text: a backslash, then the text with its backslashes,
+    control and non-ASCII characters written as Python escapes (`\\caf\\xe9` for café,
+    `\\` for an empty text); cut to fit and ended with `\\#` and 32 hex digits of the
+    sha256 of the whole text when that passes 1,024 characters."""
+    if (
+        len(text) <= DIMENSION_VALUE_MAX
+        and text.isascii()
+        and text.isprintable()
+        and not text.isspace()
+        and text != ""
+        and "\\" not in text
+    ):
+        return text
+    escaped = "\\" + text.encode("unicode_escape").decode("ascii")
+    if len(escaped) <= DIMENSION_VALUE_MAX:
+        return escaped
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:HASHED_TAIL]
+    return f"{escaped[: DIMENSION_VALUE_MAX - HASHED_TAIL - 2]}\\#{digest}"

@@ -26,11 +26,12 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Unpack
 
 from . import _encoding
 from ._errors import ConfigurationError
+from ._limits import ITEM_BYTES
 from ._record import AttributeNames, Record, Status
 from ._store import (
     _CONDITION_FAILED,
@@ -173,16 +174,14 @@ class PowertoolsStore(DynamoDBStore):
         skew_ms: int = 0,
     ) -> tuple[bool, Record | None]:
         names = self.names
-        item: dict[str, Any] = {
-            **self._key(pk),
-            names.status: {"S": IN_PROGRESS},
-            names.expiration: {"N": str(expiration_s)},
-            names.lease_until: {"N": str(lease_until_ms)},
-            names.owner: {"S": owner},
-            names.claimed_at: {"N": str(now_ms)},
-        }
-        if payload_hash is not None:
-            item[names.payload_hash] = {"S": payload_hash}
+        item = self.claim_item(
+            pk,
+            owner=owner,
+            payload_hash=payload_hash,
+            now_ms=now_ms,
+            lease_until_ms=lease_until_ms,
+            expiration_s=expiration_s,
+        )
         response, refused = self._send(
             "put_item",
             pk,
@@ -211,50 +210,12 @@ class PowertoolsStore(DynamoDBStore):
         held = response.get("Item")
         return False, self.get(pk) if held is None else self._record(held, "claim", pk)
 
-    def complete(
-        self,
-        pk: str,
-        *,
-        owner: str,
-        payload_hash: str | None,
-        result: bytes,
-        expiration_s: int,
-        claimed_at_ms: int | None = None,
-        completed_at_ms: int | None = None,
-        writes: Sequence[Mapping[str, Any]] = (),
-    ) -> bool:
-        """Powertools' completed record (status, expiration, data, validation), written
-        whole and fenced on our owner token."""
-        names = self.names
-        item: dict[str, Any] = {
-            **self._key(pk),
-            names.status: {"S": COMPLETED},
-            names.expiration: {"N": str(expiration_s)},
-            names.owner: {"S": owner},
-            **self._result_attributes(result),
-        }
-        if claimed_at_ms is not None:
-            item[names.claimed_at] = {"N": str(claimed_at_ms)}
-        if completed_at_ms is not None:
-            item[names.completed_at] = {"N": str(completed_at_ms)}
-        if payload_hash is not None:
-            item[names.payload_hash] = {"S": payload_hash}
-        put = {
-            "TableName": self.table_name,
-            "Item": item,
-            "ConditionExpression": OWNED_BY_ME,
-            "ExpressionAttributeNames": {"#owner": names.owner},
-            "ExpressionAttributeValues": {":owner": {"S": owner}},
-        }
-        if not writes:
-            _, refused = self._send("put_item", pk, {_CONDITION_FAILED}, **put)
-            return refused is None
-        return self._transact(pk, [{"Put": put}, *writes], token=owner)
-
     def inline_limit(self, pk: str, *, owner: str, payload_hash: str | None) -> int:
-        """Powertools reads its results from the record itself: keep them there while an
-        item can hold them (its own layout, replay cost included)."""
-        return INLINE_RESULT_BYTES
+        """Powertools reads its results from the record itself: keep them there while the
+        item holds them (every attribute counted, times at their widest), whatever a replay
+        costs (its own layout)."""
+        overhead = self._record_overhead(pk, owner, payload_hash)
+        return max(0, ITEM_BYTES - overhead - len(self.names.result.encode()))
 
     def release(self, pk: str, *, owner: str, now_ms: int) -> bool:
         """Delete our INPROGRESS claim, fenced on our token. No tombstone: Powertools would
@@ -276,21 +237,57 @@ class PowertoolsStore(DynamoDBStore):
         )
         return refused is None
 
-    def _result_attributes(self, blob: bytes) -> dict[str, Any]:
-        """`data` whenever Powertools can replay the result from it; our packed blob too
-        when `data` alone would not replay it exactly (or cannot hold it)."""
+    def release_version(self, shown: Record, *, now_ms: int) -> tuple[bool, Record | None]:
+        """Delete the record `shown` if it is still exactly that version (no tombstone:
+        Powertools would not read one); else (False, what holds the key now)."""
+        response, refused = self._send(
+            "delete_item",
+            shown.pk,
+            {_CONDITION_FAILED},
+            TableName=self.table_name,
+            Key=self._key(shown.pk),
+            **self._version_condition(shown),
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if refused is None:
+            return True, None
+        held = response.get("Item")
+        return False, None if held is None else self._record(held, "release", shown.pk)
+
+    def _stored_status(self, status: Status) -> str:
+        return IN_PROGRESS if status is Status.IN_PROGRESS else status.value
+
+    def extra_attribute_names(self) -> tuple[str, ...]:
+        return (self.data_attr,)
+
+    def _placements(
+        self, blob: bytes, owner: str, *, inline: bool, pk: str = ""
+    ) -> Iterator[tuple[dict[str, Any], bytes | None]]:
+        """`data` whenever Powertools can replay the result from it, and our packed blob
+        too when `data` alone would not replay it exactly (typed values) or cannot hold it.
+        Best first: what keeps `data` for a rolled-back Powertools, then what keeps the
+        result in the record. When `data` and our blob together pass 400 KB, the blob goes
+        to chunks and `data` stays; a result whose `data` would pass 350 KB (or that
+        Powertools cannot write) has none: Powertools replays None (docs/migrating.md)."""
         tag = blob[:1]
+        data: str | None = None
         if tag in (_encoding.PLAIN, _encoding.COMPRESSED):
             document, _ = _encoding.unpack(blob)
             if len(document) <= INLINE_RESULT_BYTES:
-                return {self.data_attr: {"S": document.decode()}}
-            return {self.names.result: {"B": blob}}
-        attributes: dict[str, Any] = {self.names.result: {"B": blob}}
-        if tag == _encoding.TYPED:
+                yield {self.data_attr: {"S": document.decode()}}, None
+        elif tag == _encoding.TYPED:
             text = _as_powertools_data(blob)
-            if text is not None and len(text) <= INLINE_RESULT_BYTES:
-                attributes[self.data_attr] = {"S": text}
-        return attributes
+            if text is not None and len(text.encode()) <= INLINE_RESULT_BYTES:
+                data = text
+        ours = self.names.result
+        if data is not None:
+            if inline:
+                yield {ours: {"B": blob}, self.data_attr: {"S": data}}, None
+            pointer = self._pointer_to(pk, owner, blob)
+            yield {ours: {"B": pointer}, self.data_attr: {"S": data}}, blob
+        if inline:
+            yield {ours: {"B": blob}}, None
+        yield {ours: {"B": self._pointer_to(pk, owner, blob)}}, blob
 
     def _record(self, item: Mapping[str, Any], step: str, pk: str | None = None) -> Record:
         """Powertools' record (or ours on its table), or a StoreError naming what is wrong

@@ -15,7 +15,7 @@ import os
 import random
 import warnings
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from . import _encoding, _execution, _keys
 from ._cache import CachedResult, ResultCache
@@ -34,8 +34,11 @@ from ._errors import (
 from ._execution import Execution
 from ._log import emit
 from ._record import Record, ReplayInfo, Status
-from ._store import DynamoDBStore
+from ._store import OWNER_CHARS, DynamoDBStore, StoredForm
 from ._value import Value
+
+if TYPE_CHECKING:
+    from ._durable import DurableRun
 
 T = TypeVar("T")
 OnReplay = Callable[[Any, ReplayInfo], Any]
@@ -114,8 +117,12 @@ class Idempotency:
     def __repr__(self) -> str:
         return f"Idempotency(namespace={self.settings.namespace!r})"
 
-    def run(self, data: Any, context: Any, call: Callable[[], T]) -> T:
-        """`data` is what the selectors see (the event, or the bound arguments)."""
+    def run(
+        self, data: Any, context: Any, call: Callable[[], T], durable: DurableRun | None = None
+    ) -> T:
+        """`data` is what the selectors see (the event, or the bound arguments). `durable`:
+        the durable execution the call is an invocation of (`_durable`): it owns the key
+        across its invocations, and `context` is then the invocation's Lambda context."""
         if _disabled():
             self._warn_disabled()
             return self._run_unprotected(call)
@@ -134,18 +141,28 @@ class Idempotency:
             return self._replayed(self._decode(cached.document, cached.typed, pk), info)  # type: ignore[no-any-return]
 
         store = self.settings.store()
-        execution = Execution(pk, os.urandom(12).hex(), None)
-        replay = self._acquire(store, execution, payload_hash, context, now)
+        owner = os.urandom(OWNER_CHARS // 2).hex() if durable is None else durable.owner
+        execution = Execution(pk, owner, None)
+        replay = self._acquire(store, execution, payload_hash, context, now, durable)
         if replay is not _CLAIMED:
             return replay  # type: ignore[no-any-return]
 
+        execution._extender = lambda seconds: self._extend_lease(
+            store, execution, payload_hash, seconds
+        )
         token = _execution.activate(execution)
         try:
             result = call()
         except BaseException as exc:
+            if durable is not None and not durable.ends_execution(exc):
+                # A suspension (wait, callback) or an invocation Lambda runs again: the
+                # execution goes on, and keeps its key.
+                self._count("suspended", logging.DEBUG, pk, reason=type(exc).__name__)
+                raise
             self._release(store, execution, reason=type(exc).__name__)
             raise
         finally:
+            execution._extender = None
             _execution.deactivate(token)
 
         if not self.settings.should_store(result):
@@ -168,6 +185,7 @@ class Idempotency:
         payload_hash: str | None,
         context: Any,
         now: int,
+        durable: DurableRun | None = None,
     ) -> Any:
         """Claim the key: `_CLAIMED` when the handler may run, else the replayed result (or
         InProgressError / PayloadMismatchError / StoreError)."""
@@ -177,6 +195,8 @@ class Idempotency:
         while True:
             lease_ms = self._lease_ms(context)
             execution.lease_until_ms = now + lease_ms
+            if durable is not None:
+                execution.lease_until_ms = durable.lease_until_ms(now, self.settings.lease_seconds)
             execution.answer_by_ms = now + _answer_budget_ms(context, lease_ms)
             won, held = self._claim(store, execution, payload_hash, now)
             if won:
@@ -259,12 +279,54 @@ class Idempotency:
             and other.status is Status.IN_PROGRESS
         ):
             # botocore retried a claim whose first attempt landed but whose answer was
-            # lost: the record that "holds" the key is our own.
+            # lost, or a later invocation of the durable execution that claimed it: the
+            # record that "holds" the key is our own, with its claim time and lease.
+            if other.claimed_at is not None and other.claimed_at < now:
+                execution.claimed_at_ms = other.claimed_at
+                execution.lease_until_ms = other.lease_until
+                self._count("resumed", logging.DEBUG, pk)
+                return True, None
             won, other = True, None
         if won:
             execution.claimed_at_ms = now
             self._log_claim(pk, other, now)
         return won, other
+
+    def _extend_lease(
+        self,
+        store: DynamoDBStore,
+        execution: Execution,
+        payload_hash: str | None,
+        seconds: float,
+    ) -> int:
+        """`current_execution().extend_lease`: a fenced write of our claim with a later lease
+        (never an earlier one). LeaseLostError when another claim holds the key now."""
+        pk, owner = execution.key_hash or "", execution.owner or ""
+        now = self.settings.clock.now_ms()
+        lease_until = max(now + int(seconds * 1000), execution.lease_until_ms or now)
+        try:
+            extended, held = store.extend_lease(
+                pk,
+                owner=owner,
+                payload_hash=payload_hash,
+                claimed_at_ms=execution.claimed_at_ms,
+                lease_until_ms=lease_until,
+                expiration_s=self._expiration(now, lease_until),
+            )
+        except StoreError as exc:
+            self._count("store_error", logging.ERROR, pk, step="extend_lease", code=exc.code)
+            raise
+        if not extended:
+            self._count("lease_lost", logging.WARNING, pk, step="extend_lease")
+            status = "no record" if held is None else held.status.value
+            raise LeaseLostError(
+                f"the key is no longer ours to extend ({status}): our lease lapsed and another "
+                "caller took it over, or it was completed or released",
+                key_hash=pk,
+            )
+        execution.lease_until_ms = lease_until
+        self._count("lease_extended", logging.DEBUG, pk, lease_until=lease_until)
+        return lease_until
 
     def _in_progress(self, held: Record, now: int, message: str) -> InProgressError:
         """Retry-After is when the holder's lease lapses (on every clock within the skew
@@ -293,26 +355,32 @@ class Idempotency:
         clock = self.settings.clock
         completed_at = clock.now_ms()
         expiration = self._expiration(completed_at, None)
-        blob = encoded.blob
-        inline_limit = store.inline_limit(pk, owner=owner, payload_hash=payload_hash)
+        form: StoredForm | None = None  # placed once: every attempt sends the same writes
+        chunks_written = False
         delay = COMPLETION_FIRST_BACKOFF_SECONDS
         maybe_landed = False
         while True:
-            step = "chunks"
+            step = "complete"
             try:
-                if len(blob) > inline_limit:  # once: then blob is the chunks' pointer
-                    blob = store.put_chunks(pk, owner=owner, result=blob, expiration_s=expiration)
-                step = "complete"
-                completed = store.complete(
-                    pk,
-                    owner=owner,
-                    payload_hash=payload_hash,
-                    result=blob,
-                    expiration_s=expiration,
-                    claimed_at_ms=execution.claimed_at_ms,
-                    completed_at_ms=completed_at,
-                    writes=execution.writes,
-                )
+                if form is None:
+                    form = store.stored_form(
+                        pk,
+                        owner=owner,
+                        payload_hash=payload_hash,
+                        result=encoded.blob,
+                        expiration_s=expiration,
+                        claimed_at_ms=execution.claimed_at_ms,
+                        completed_at_ms=completed_at,
+                    )
+                    chunks_written = form.chunks is None
+                if not chunks_written:
+                    step = "chunks"
+                    store.put_chunks(
+                        pk, owner=owner, result=form.chunks or b"", expiration_s=expiration
+                    )
+                    chunks_written = True
+                    step = "complete"
+                completed = store.write_completion(form, writes=execution.writes)
                 break
             except CompletionConflictError:
                 if maybe_landed and self._completed_by(store, execution):
@@ -332,11 +400,10 @@ class Idempotency:
                     continue
                 self._count("completion_failed", logging.ERROR, pk, step=step, code=exc.code)
                 refused_result = not exc.retryable and (step == "chunks" or not execution.writes)
-                if refused_result and not blob.startswith(_encoding.NOT_STORED):
+                if refused_result and not encoded.blob.startswith(_encoding.NOT_STORED):
                     # DynamoDB refuses this result (its size, a missing permission): complete
                     # with a marker instead, so the effect never runs twice.
-                    encoded = self._refused(pk, exc)
-                    blob = encoded.blob
+                    encoded, form = self._refused(pk, exc), None  # placed anew: a new result
                     continue
                 if not execution.writes:
                     return  # the record stays IN_PROGRESS until its lease lapses

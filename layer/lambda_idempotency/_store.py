@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from ._encoding import CHUNKED
 from ._errors import (
@@ -38,6 +38,7 @@ from ._errors import (
     unreadable,
 )
 from ._keys import NATIVE_KEYS, KeyLayout
+from ._limits import ITEM_BYTES, WIDEST_NUMBER, item_size
 from ._record import AttributeNames, Record, Status
 from ._value import Value
 from ._version import VERSION
@@ -76,11 +77,16 @@ RECORD_BYTES = 1024
 """A refused claim (every replay) is billed like a write of the record it found: 1 WCU per KB.
 A result that would take the completed record past 1 KB goes to an item of its own, read
 after the refused claim, so a replay's write cost stays 1 WCU whatever the result's size
-(docs/benchmarks.md, "Where a result lives", measures the crossover)."""
+(docs/benchmarks.md, "Where a result lives", measures the crossover). A budget, not a limit:
+a record whose key leaves no room holds a chunk pointer past it (`stored_form`)."""
 INLINE_RESULT_BYTES = 350_000
-"""The most one item holds of a result (an item may hold at most 400 KB): Powertools' layout
-keeps results inline up to this; our chunk items are this big."""
+"""The most of a result Powertools' layout writes to `data` (docs/migrating.md)."""
 CHUNK_BYTES = 350_000
+"""The result bytes a chunk item holds, when its key and names leave that much of 400 KB."""
+OWNER_CHARS = 24
+"""An owner token's length: 12 random bytes in hex. Chunk keys carry it."""
+OVERHEADS_KEPT = 64
+"""Record overheads a store remembers (one per length of key: a namespace or a few)."""
 BATCH_WRITE_ITEMS = 25
 """BatchWriteItem takes at most 25 items a request."""
 MAX_TRANSACTION_ITEMS = 100
@@ -98,7 +104,8 @@ RUNTIME_IAM_ACTIONS = frozenset(
 """What a decorated function needs on the idempotency table, no more. TransactWriteItems is
 authorised per item: our item in it is a PutItem. A release is a PutItem too (a tombstone),
 and BatchWriteItem writes the chunks of large results. Enlisted business writes need their
-own actions on their own tables. Scan and DeleteItem are for operators only."""
+own actions on their own tables. Scan is for operators only (`stuck`); their `release` is a
+PutItem as well."""
 
 USER_AGENT = f"lambda-idempotency/{VERSION}"
 """The default client's user agent; botocore appends its own name and version."""
@@ -135,8 +142,9 @@ def _default_client(endpoint_url: str | None, region_name: str | None) -> Dynamo
     from botocore.config import Config
 
     # Our requests are built by code, not typed by people: botocore's client-side parameter
-    # validation would only cost CPU on every call (about 35 µs a request). DynamoDB still
-    # validates, so a malformed enlisted write fails as a ValidationException.
+    # validation would only cost CPU on every call (about 35 µs a request). Enlisted writes
+    # are typed by people: botocore checks those (an {"SS": "vip"} DynamoDB would store as
+    # the set of its letters), on either path (validate_user_data).
     # total_max_attempts counts the first attempt too (botocore reads "max_attempts" in a
     # Config as retries: 3 there means 4 attempts). A fixed user agent spares botocore
     # building its long one twice per request (about 90 µs of a ~320 µs call).
@@ -147,9 +155,15 @@ def _default_client(endpoint_url: str | None, region_name: str | None) -> Dynamo
         retries={"mode": "standard", "total_max_attempts": 3},
         parameter_validation=False,
     )
-    return boto3.client(
+    client = boto3.client(
         "dynamodb", endpoint_url=endpoint_url, region_name=region_name, config=config
     )
+    from ._wire import validate_user_data
+
+    client.meta.events.register(
+        "before-parameter-build.dynamodb.TransactWriteItems", validate_user_data
+    )
+    return client
 
 
 class DynamoDBStore:
@@ -227,6 +241,8 @@ class DynamoDBStore:
         self._wire: tuple[Any, Any] | None = None
         self._endpoint_url = endpoint_url
         self._region_name = region_name
+        self._overheads: dict[tuple[int, int, int], int] = {}
+        """`_record_overhead` by the lengths that vary (a few namespaces' worth)."""
 
     def __repr__(self) -> str:
         return f"DynamoDBStore(table_name={self._peek_table_name()!r})"
@@ -297,16 +313,14 @@ class DynamoDBStore:
         free once expired or lapsed on a clock `skew_ms` behind `now_ms`.
         """
         names = self.names
-        item: dict[str, Any] = {
-            **self._key(pk),
-            names.status: {"S": Status.IN_PROGRESS.value},
-            names.expiration: {"N": str(expiration_s)},
-            names.lease_until: {"N": str(lease_until_ms)},
-            names.owner: {"S": owner},
-            names.claimed_at: {"N": str(now_ms)},
-        }
-        if payload_hash is not None:
-            item[names.payload_hash] = {"S": payload_hash}
+        item = self.claim_item(
+            pk,
+            owner=owner,
+            payload_hash=payload_hash,
+            now_ms=now_ms,
+            lease_until_ms=lease_until_ms,
+            expiration_s=expiration_s,
+        )
         response, refused = self._send(
             "put_item",
             pk,
@@ -351,20 +365,96 @@ class DynamoDBStore:
         completed_at_ms: int | None = None,
         writes: Sequence[Mapping[str, Any]] = (),
     ) -> bool:
-        """Store the result (at most `inline_limit` bytes: larger ones go through
-        `put_chunks` first), fenced on `owner`. Returns False when another claim took the
-        key over (our lease lapsed); nothing was written then, enlisted writes included.
+        """Write the completed record with `result` in it as given (a packed result, or the
+        pointer `put_chunks` returned), fenced on `owner`. The decorators go through
+        `stored_form` and `write_completion` instead, which place the result first."""
+        item = self.completed_item(
+            pk,
+            owner=owner,
+            payload_hash=payload_hash,
+            expiration_s=expiration_s,
+            claimed_at_ms=claimed_at_ms,
+            completed_at_ms=completed_at_ms,
+        )
+        attributes, _ = next(self._placements(result, owner, inline=True))
+        return self.write_completion(StoredForm(pk, owner, {**item, **attributes}), writes)
 
-        Sending the same completion again is safe: the fence still holds for a record we
+    def stored_form(
+        self,
+        pk: str,
+        *,
+        owner: str,
+        payload_hash: str | None,
+        result: bytes,
+        expiration_s: int,
+        claimed_at_ms: int | None = None,
+        completed_at_ms: int | None = None,
+    ) -> StoredForm:
+        """The completion's writes, decided once: the record as it will be sent, and the
+        packed result to write as chunk items first when the record does not keep it.
+
+        The result stays in the record while it fits `inline_limit` (a budget: 1 KB of
+        record for the native layout) and the whole item, every attribute counted, fits
+        DynamoDB's 400 KB; otherwise the record holds a pointer to chunks, whatever the
+        budget. Retrying a completion sends this same form again, never a re-placed one (a
+        pointer placed again would be chunked over the chunks it points at)."""
+        item = self.completed_item(
+            pk,
+            owner=owner,
+            payload_hash=payload_hash,
+            expiration_s=expiration_s,
+            claimed_at_ms=claimed_at_ms,
+            completed_at_ms=completed_at_ms,
+        )
+        size = self._record_overhead(pk, owner, payload_hash)  # the item's, or more
+        inline = len(result) <= self.inline_limit(pk, owner=owner, payload_hash=payload_hash)
+        for attributes, chunks in self._placements(result, owner, inline=inline, pk=pk):
+            if size + item_size(attributes) <= ITEM_BYTES:
+                return StoredForm(pk, owner, {**item, **attributes}, chunks)
+        raise StoreError(
+            f"the completed record cannot hold even a chunk pointer within DynamoDB's "
+            f"{ITEM_BYTES:,} bytes ({size:,} without its result)",
+            key_hash=pk,
+            code="ItemTooLarge",
+        )
+
+    def write_completion(self, form: StoredForm, writes: Sequence[Mapping[str, Any]] = ()) -> bool:
+        """Send the completed record, fenced on its owner (its chunks, if any, were written
+        first). Returns False when another claim took the key over (our lease lapsed);
+        nothing was written then, enlisted writes included.
+
+        Sending the same form again is safe: the fence still holds for a record we
         completed, and a transaction carries our owner token as its ClientRequestToken, so
         DynamoDB answers a repeat of one that landed without applying it twice."""
+        put = {
+            "TableName": self.table_name,
+            "Item": form.item,
+            "ConditionExpression": OWNED_BY_ME,
+            "ExpressionAttributeNames": {"#owner": self.names.owner},
+            "ExpressionAttributeValues": {":owner": {"S": form.owner}},
+        }
+        if not writes:
+            _, refused = self._send("put_item", form.pk, {_CONDITION_FAILED}, **put)
+            return refused is None
+        return self._transact(form.pk, [{"Put": put}, *writes], token=form.owner)
+
+    def completed_item(
+        self,
+        pk: str,
+        *,
+        owner: str,
+        payload_hash: str | None,
+        expiration_s: int,
+        claimed_at_ms: int | None = None,
+        completed_at_ms: int | None = None,
+    ) -> dict[str, Any]:
+        """The completed record's attributes but its result."""
         names = self.names
         item: dict[str, Any] = {
             **self._key(pk),
             names.status: {"S": Status.COMPLETED.value},
             names.expiration: {"N": str(expiration_s)},
             names.owner: {"S": owner},
-            names.result: {"B": result},
         }
         if claimed_at_ms is not None:
             item[names.claimed_at] = {"N": str(claimed_at_ms)}
@@ -372,17 +462,73 @@ class DynamoDBStore:
             item[names.completed_at] = {"N": str(completed_at_ms)}
         if payload_hash is not None:
             item[names.payload_hash] = {"S": payload_hash}
-        put = {
-            "TableName": self.table_name,
-            "Item": item,
-            "ConditionExpression": OWNED_BY_ME,
-            "ExpressionAttributeNames": {"#owner": names.owner},
-            "ExpressionAttributeValues": {":owner": {"S": owner}},
+        return item
+
+    def claim_item(
+        self,
+        pk: str,
+        *,
+        owner: str,
+        payload_hash: str | None,
+        now_ms: int,
+        lease_until_ms: int,
+        expiration_s: int,
+    ) -> dict[str, Any]:
+        """An IN_PROGRESS record, as a claim writes it."""
+        names = self.names
+        item: dict[str, Any] = {
+            **self._key(pk),
+            names.status: {"S": self._in_progress_text},
+            names.expiration: {"N": str(expiration_s)},
+            names.lease_until: {"N": str(lease_until_ms)},
+            names.owner: {"S": owner},
+            names.claimed_at: {"N": str(now_ms)},
         }
-        if not writes:
-            _, refused = self._send("put_item", pk, {_CONDITION_FAILED}, **put)
-            return refused is None
-        return self._transact(pk, [{"Put": put}, *writes], token=owner)
+        if payload_hash is not None:
+            item[names.payload_hash] = {"S": payload_hash}
+        return item
+
+    def pointer_record(
+        self,
+        pk: str,
+        *,
+        owner: str,
+        payload_hash: str | None,
+        expiration_s: int,
+        chunks: int,
+        stored_bytes: int,
+    ) -> dict[str, Any]:
+        """The largest completed record of a fixed size: one naming `chunks` chunk items of
+        a `stored_bytes` result, times at their widest (for the decoration-time check)."""
+        item = self.completed_item(
+            pk,
+            owner=owner,
+            payload_hash=payload_hash,
+            expiration_s=expiration_s,
+            claimed_at_ms=int(WIDEST_NUMBER),
+            completed_at_ms=int(WIDEST_NUMBER),
+        )
+        pointer = _pointer_bytes(owner, "0" * 64, chunks, stored_bytes)
+        return {**item, self.names.result: {"B": pointer}}
+
+    def extra_attribute_names(self) -> tuple[str, ...]:
+        """Attribute names the layout writes beside `AttributeNames` (Powertools' `data`)."""
+        return ()
+
+    def _placements(
+        self, blob: bytes, owner: str, *, inline: bool, pk: str = ""
+    ) -> Iterator[tuple[dict[str, Any], bytes | None]]:
+        """Where a packed result may go, best first: the record's result attributes, and
+        the blob to write as chunks first (None: kept in the record). `stored_form` takes
+        the first whose item fits; a pointer's comes last and always fits (checked when the
+        decorator was applied)."""
+        if inline:
+            yield {self.names.result: {"B": blob}}, None
+        yield {self.names.result: {"B": self._pointer_to(pk, owner, blob)}}, blob
+
+    def _pointer_to(self, pk: str, owner: str, blob: bytes) -> bytes:
+        room = self.chunk_bytes(pk, owner=owner, expiration_s=int(WIDEST_NUMBER))
+        return self._chunk_pointer(owner, blob, -(-len(blob) // room))
 
     def release(self, pk: str, *, owner: str, now_ms: int) -> bool:
         """Replace our IN_PROGRESS claim with a tombstone so a retry runs again, while a
@@ -410,39 +556,117 @@ class DynamoDBStore:
         )
         return refused is None
 
+    def extend_lease(
+        self,
+        pk: str,
+        *,
+        owner: str,
+        payload_hash: str | None,
+        claimed_at_ms: int | None,
+        lease_until_ms: int,
+        expiration_s: int,
+    ) -> tuple[bool, Record | None]:
+        """Move our IN_PROGRESS claim's lease to `lease_until_ms`, fenced on `owner`: a
+        PutItem of the claim as it was with the new lease (no permission beyond the claim's,
+        and the same item in either layout). Returns (True, None), or (False, the record that
+        holds the key now) when the claim is no longer ours: taken over after our lease
+        lapsed, or completed or released."""
+        names = self.names
+        item: dict[str, Any] = {
+            **self._key(pk),
+            names.status: {"S": self._in_progress_text},
+            names.expiration: {"N": str(expiration_s)},
+            names.lease_until: {"N": str(lease_until_ms)},
+            names.owner: {"S": owner},
+        }
+        if claimed_at_ms is not None:
+            item[names.claimed_at] = {"N": str(claimed_at_ms)}
+        if payload_hash is not None:
+            item[names.payload_hash] = {"S": payload_hash}
+        response, refused = self._send(
+            "put_item",
+            pk,
+            {_CONDITION_FAILED},
+            TableName=self.table_name,
+            Item=item,
+            ConditionExpression=f"{OWNED_BY_ME} AND {STILL_IN_PROGRESS}",
+            ExpressionAttributeNames={"#owner": names.owner, "#status": names.status},
+            ExpressionAttributeValues={
+                ":owner": {"S": owner},
+                ":in_progress": {"S": self._in_progress_text},
+            },
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if refused is None:
+            return True, None
+        held = response.get("Item")
+        return False, None if held is None else self._record(held, "extend", pk)
+
     def inline_limit(self, pk: str, *, owner: str, payload_hash: str | None) -> int:
         """The most result bytes the completed record holds and stays within RECORD_BYTES
-        (DynamoDB's item size: attribute names plus values; numbers sized at their widest)."""
-        names = self.names
-        key = self._key(pk)
-        texts = [*key, *(value["S"] for value in key.values()), names.status, names.owner, owner]
-        texts += [Status.COMPLETED.value, names.expiration, names.claimed_at, names.completed_at]
-        texts.append(names.result)
-        if payload_hash is not None:
-            texts += [names.payload_hash, payload_hash]
-        overhead = sum(len(text.encode()) for text in texts) + 3 * _NUMBER_BYTES
-        return max(0, RECORD_BYTES - overhead)
+        (DynamoDB's item size, every attribute counted; times at their widest)."""
+        overhead = self._record_overhead(pk, owner, payload_hash)
+        return max(0, RECORD_BYTES - overhead - len(self.names.result.encode()))
+
+    def _record_overhead(self, pk: str, owner: str, payload_hash: str | None) -> int:
+        """The completed record's bytes but its result (times at their widest: at least
+        what the record takes), counted on the record itself. Only the lengths of the key,
+        the owner and the hash vary, the same for every key of a namespace: counted once per
+        such shape."""
+        shape = (len(pk.encode()), len(owner), -1 if payload_hash is None else len(payload_hash))
+        overhead = self._overheads.get(shape)
+        if overhead is None:
+            widest = int(WIDEST_NUMBER)
+            item = self.completed_item(
+                pk,
+                owner=owner,
+                payload_hash=payload_hash,
+                expiration_s=widest,
+                claimed_at_ms=widest,
+                completed_at_ms=widest,
+            )
+            overhead = item_size(item)
+            if len(self._overheads) < OVERHEADS_KEPT:
+                self._overheads[shape] = overhead
+        return overhead
+
+    def chunk_bytes(self, pk: str, *, owner: str, expiration_s: int) -> int:
+        """The result bytes one chunk item of this key holds: CHUNK_BYTES, or what its key
+        and names leave of DynamoDB's 400 KB when that is less."""
+        item = self._chunk_item(pk, owner, 10**9, expiration_s, b"")
+        return min(CHUNK_BYTES, ITEM_BYTES - item_size(item))
 
     def put_chunks(self, pk: str, *, owner: str, result: bytes, expiration_s: int) -> bytes:
         """Write a large result as immutable chunk items keyed by our owner token, before
         the completion names them, and return the pointer the record stores instead. A
-        completion that is fenced out leaves them to expire; no other run ever reads them."""
-        names = self.names
-        count = 0
-        for first in range(0, len(result), CHUNK_BYTES * BATCH_WRITE_ITEMS):
-            requests = []
-            for start in range(
-                first, min(len(result), first + CHUNK_BYTES * BATCH_WRITE_ITEMS), CHUNK_BYTES
-            ):
-                item = {
-                    **self._key(_chunk_pk(pk, owner, count)),
-                    names.expiration: {"N": str(expiration_s)},
-                    names.result: {"B": result[start : start + CHUNK_BYTES]},
+        completion that is fenced out leaves them to expire; no other run ever reads them.
+        Writing the same result again writes the same items."""
+        size = self.chunk_bytes(pk, owner=owner, expiration_s=int(WIDEST_NUMBER))
+        starts = range(0, len(result), size)
+        for first in range(0, len(starts), BATCH_WRITE_ITEMS):
+            requests = [
+                {
+                    "PutRequest": {
+                        "Item": self._chunk_item(
+                            pk, owner, index, expiration_s, result[start : start + size]
+                        )
+                    }
                 }
-                requests.append({"PutRequest": {"Item": item}})
-                count += 1
+                for index, start in enumerate(
+                    starts[first : first + BATCH_WRITE_ITEMS], start=first
+                )
+            ]
             self._batch_write(pk, requests)
-        return self._chunk_pointer(owner, result, count)
+        return self._chunk_pointer(owner, result, len(starts))
+
+    def _chunk_item(
+        self, pk: str, owner: str, index: int, expiration_s: int, part: bytes
+    ) -> dict[str, Any]:
+        return {
+            **self._key(_chunk_pk(pk, owner, index)),
+            self.names.expiration: {"N": str(expiration_s)},
+            self.names.result: {"B": part},
+        }
 
     def commit_writes(self, writes: Sequence[Mapping[str, Any]]) -> None:
         """Commit enlisted writes on their own, for calls that run without a record."""
@@ -465,8 +689,83 @@ class DynamoDBStore:
         return None if item is None else self._record(item, "get", pk)
 
     def delete(self, pk: str) -> None:
-        """Remove a record unconditionally (operators only: it breaks the fence)."""
+        """Remove a record unconditionally (tests and clean-ups only: it breaks the fence and
+        may remove a record completed a moment ago; operators use `release_version`)."""
         self._send("delete_item", pk, set(), TableName=self.table_name, Key=self._key(pk))
+
+    def release_version(self, shown: Record, *, now_ms: int) -> tuple[bool, Record | None]:
+        """Operators only: replace the record `shown`, if it is still exactly that version,
+        with a RELEASED tombstone so its key runs again. (True, None) when released; else
+        (False, what holds the key now, None if nothing): nothing was written.
+
+        The condition (`_version_condition`) closes the race of a record completed between
+        the operator's read and this write: the completed record stays, and retries replay
+        it. The tombstone keeps the record's owner token and is stamped `now_ms`, as the
+        protocol's own release is: a delayed copy of a claim sent before the release cannot
+        lock the key again, and a holder that was still running (a release forced over a
+        live lease) may still complete over it, so its effect is recorded, not run again.
+        A completed record's chunk items are left to their own TTL: they are keyed by its
+        owner token, and nothing else ever reads them."""
+        names = self.names
+        tombstone: dict[str, Any] = {
+            **self._key(shown.pk),
+            names.status: {"S": Status.RELEASED.value},
+            names.lease_until: {"N": str(now_ms)},
+            names.expiration: {"N": str(now_ms // 1000 + TOMBSTONE_SECONDS)},
+        }
+        if shown.owner is not None:
+            tombstone[names.owner] = {"S": shown.owner}
+        response, refused = self._send(
+            "put_item",
+            shown.pk,
+            {_CONDITION_FAILED},
+            TableName=self.table_name,
+            Item=tombstone,
+            **self._version_condition(shown),
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if refused is None:
+            return True, None
+        held = response.get("Item")
+        current = None if held is None else self._record(held, "release", shown.pk)
+        if current is not None and current == Record(
+            shown.pk, Status.RELEASED, now_ms // 1000 + TOMBSTONE_SECONDS, now_ms, shown.owner
+        ):
+            return True, None  # our own tombstone: botocore resent a write that had landed
+        return False, current
+
+    def _version_condition(self, shown: Record) -> dict[str, Any]:
+        """A condition that holds only for the record `shown`: same status, owner token, lease,
+        expiration and times. Each claim has a token of its own and every completion sets a
+        fresh expiration, so any write by anyone since the read fails it."""
+        names = self.names
+        fields = (
+            ("status", names.status, {"S": self._stored_status(shown.status)}),
+            ("owner", names.owner, None if shown.owner is None else {"S": shown.owner}),
+            ("lease_until", names.lease_until, _number(shown.lease_until)),
+            ("expiration", names.expiration, _number(shown.expiration)),
+            ("claimed_at", names.claimed_at, _number(shown.claimed_at)),
+            ("completed_at", names.completed_at, _number(shown.completed_at)),
+        )
+        clauses: list[str] = []
+        attribute_names: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        for alias, name, value in fields:
+            attribute_names[f"#{alias}"] = name
+            if value is None:
+                clauses.append(f"attribute_not_exists(#{alias})")
+            else:
+                clauses.append(f"#{alias} = :{alias}")
+                values[f":{alias}"] = value
+        return {
+            "ConditionExpression": " AND ".join(clauses),
+            "ExpressionAttributeNames": attribute_names,
+            "ExpressionAttributeValues": values,
+        }
+
+    def _stored_status(self, status: Status) -> str:
+        """The text a status is stored as in this layout."""
+        return status.value
 
     def scan_stuck(
         self, *, claimed_before_ms: int, now_ms: int, page_size: int | None = None
@@ -497,10 +796,18 @@ class DynamoDBStore:
         while True:
             response, _ = self._send("scan", None, set(), **request)
             capacity = response.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0)
+            records, unreadable = [], []
+            for item in response.get("Items", []):
+                try:
+                    records.append(self._record(item, "scan"))
+                except StoreError as exc:
+                    # One record this library cannot read is reported, not a reason to stop.
+                    unreadable.append(exc.key_hash or "")
             yield ScanPage(
-                records=[self._record(item, "scan") for item in response.get("Items", [])],
+                records=records,
                 scanned=int(response.get("ScannedCount", 0)),
                 capacity_units=float(capacity),
+                unreadable=unreadable,
             )
             last_key = response.get("LastEvaluatedKey")
             if last_key is None:
@@ -582,13 +889,7 @@ class DynamoDBStore:
 
     @staticmethod
     def _chunk_pointer(owner: str, result: bytes, count: int) -> bytes:
-        pointer = {
-            "owner": owner,
-            "count": count,
-            "bytes": len(result),
-            "sha256": hashlib.sha256(result).hexdigest(),
-        }
-        return CHUNKED + json.dumps(pointer).encode()
+        return _pointer_bytes(owner, hashlib.sha256(result).hexdigest(), count, len(result))
 
     def _transact(
         self, pk: str | None, items: list[Mapping[str, Any]], token: str | None = None
@@ -643,6 +944,8 @@ class DynamoDBStore:
                 # An earlier attempt that botocore retried may have landed, and so may a 5xx.
                 maybe_applied=server_error or int(metadata.get("RetryAttempts", 0)) > 0,
             ) from exc
+        except ParamValidationError as exc:
+            raise _unbuildable(operation, pk, exc) from exc
         except BotoCoreError as exc:
             raise StoreError(
                 f"DynamoDB {operation} failed: {type(exc).__name__}",
@@ -653,11 +956,7 @@ class DynamoDBStore:
         except (TypeError, ValueError, AttributeError, KeyError) as exc:
             # botocore could not serialize the request: without client-side validation a
             # malformed enlisted write fails here, before anything is sent.
-            raise StoreError(
-                f"DynamoDB {operation} request could not be built: {type(exc).__name__}",
-                key_hash=pk,
-                code="InvalidRequest",
-            ) from exc
+            raise _unbuildable(operation, pk, exc) from exc
         return response, None
 
     def _replaced(self, item: Mapping[str, Any] | None, pk: str) -> Record | None:
@@ -763,11 +1062,24 @@ def _unreadable_record(
     return unreadable(STORED_RECORD_UNREADABLE, what, key_hash=pk, step=step)
 
 
+class StoredForm(Value):
+    """One completion's writes, decided once (`DynamoDBStore.stored_form`) and sent as they
+    are on every attempt: `chunks` (a packed result) as chunk items first, if not None, then
+    `item`, the completed record, fenced on `owner`."""
+
+    pk: str
+    owner: str
+    item: dict[str, Any]
+    chunks: bytes | None = None
+
+
 class ScanPage(Value):
     records: list[Record]
     scanned: int
     """Items read for this page, matching or not: a scan's cost follows these."""
     capacity_units: float
+    unreadable: list[str]
+    """The keys of matching items in a shape this library does not write (inspect them)."""
 
 
 def stored_result_bytes(record: Record) -> int:
@@ -835,9 +1147,23 @@ def chunk_pointer(blob: bytes, *, key_hash: str | None, step: str = "replay") ->
     )
 
 
-_NUMBER_BYTES = 8
-"""DynamoDB sizes a number as 1 byte per 2 significant digits plus 1: epoch seconds and
-milliseconds have at most 14 digits for centuries yet."""
+def _pointer_bytes(owner: str, sha256: str, count: int, stored_bytes: int) -> bytes:
+    pointer = {"owner": owner, "count": count, "bytes": stored_bytes, "sha256": sha256}
+    return CHUNKED + json.dumps(pointer).encode()
+
+
+def _number(value: int | None) -> dict[str, str] | None:
+    return None if value is None else {"N": str(value)}
+
+
+def _unbuildable(operation: str, pk: str | None, exc: Exception) -> StoreError:
+    """A request refused before it was sent (botocore's parameter check, or its serializer):
+    nothing landed, and the same request would be refused again."""
+    return StoreError(
+        f"DynamoDB {operation} request could not be built: {type(exc).__name__}",
+        key_hash=pk,
+        code="InvalidRequest",
+    )
 
 
 def _chunk_pk(pk: str, owner: str, index: int) -> str:

@@ -14,10 +14,13 @@ SigV4's choice of signed headers (`_wire_request`), and the parser's walk of the
 once per shape, with an error's body decoded once (`_wire_parse`).
 
 It steps aside, call by call, for anything it cannot honour: a handler on an event it skips
-(a Stubber, endpoint discovery, a user's hook), a patched `_make_api_call` (X-Ray,
-OpenTelemetry), a method replaced on the client, an operation whose model needs more than it
+(a Stubber, endpoint discovery, a user's hook), any botocore method whose work it does instead
+of calling it, patched or replaced on the class or on the one client, endpoint or signer
+(X-Ray, OpenTelemetry, `mock.patch.object`), an operation whose model needs more than it
 knows, or a botocore whose private parts it relies on are missing. The client then does the
-call as usual.
+call as usual. Enlisted writes, the one data it sends that the store did not build, are
+checked as the client checks parameters. And before it serves a client at all, it proves
+itself against the client's own way on this botocore (`_wire_check`), or steps aside.
 """
 
 from __future__ import annotations
@@ -25,11 +28,12 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import operator
 import os
 import types
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 try:
@@ -46,10 +50,32 @@ OPERATIONS = {
 }
 """The requests the protocol makes; the operators' scan and delete go through the client."""
 
-ENDPOINT_METHODS = ("make_request", "create_request", "prepare_request", "_send")
-"""botocore's Endpoint methods a tracer may wrap (X-Ray wraps prepare_request to add its
-trace header): wrapped, the client makes the call."""
+CLIENT_METHODS = (
+    "_make_api_call",
+    "_make_request",
+    "_convert_to_request_dict",
+    "_emit_api_params",
+    "_resolve_endpoint_ruleset",
+)
+ENDPOINT_METHODS = (
+    "make_request",
+    "_send_request",
+    "create_request",
+    "prepare_request",
+    "_get_response",
+    "_do_get_response",
+    "_send",
+)
+SIGNER_METHODS = ("handler", "sign", "_choose_signer")
+"""botocore's methods this path does not call (it does their work itself): patched or wrapped,
+on the class or on the one object (`mock.patch.object`, X-Ray's wrapt proxies on
+`_make_api_call` and `prepare_request`, a tool adding a header in `sign`), the client makes
+the call, so the patch sees it."""
 SIGNER = "botocore.signers.RequestSigner.handler"
+VALIDATES = "lambda_idempotency._wire.validate_user_data"
+USER_DATA = frozenset({"TransactWriteItems"})
+"""The operations whose requests carry data the store did not build (enlisted writes): checked
+as the client checks parameters. The others are built by the store's own code."""
 UA_REBUILD = "botocore.useragent.UserAgentString.rebuild_and_replace_user_agent_handler"
 SKIPPED_EVENTS = {
     "provide-client-params": frozenset(),
@@ -59,6 +85,7 @@ SKIPPED_EVENTS = {
             "botocore.handlers.generate_idempotent_uuid",
             "botocore.handlers._handle_request_validation_mode_member",
             "botocore.discovery.block_endpoint_discovery_required_operations",
+            VALIDATES,  # our own client's check of enlisted writes, made here too
         }
     ),
     "before-endpoint-resolution": frozenset(),
@@ -89,11 +116,15 @@ class CannotHonourError(Exception):
 
 
 def fast_wire(client: Any) -> Any:
-    """A `FastWire` over `client`, or `client` itself when the lean path cannot serve it."""
+    """A `FastWire` over `client`, or `client` itself when the lean path cannot serve it or
+    its self-check on this client found a difference with the client's own way."""
     try:
-        return FastWire(client)
+        wire = FastWire(client)
     except CannotHonourError:
         return client
+    from ._wire_check import verified
+
+    return wire if verified(wire) else client
 
 
 class FastWire:
@@ -101,6 +132,7 @@ class FastWire:
 
     def __init__(self, client: Any) -> None:
         import botocore.client
+        import botocore.validate
 
         if not isinstance(client, botocore.client.BaseClient):
             raise CannotHonourError("not a botocore client")
@@ -141,28 +173,53 @@ class FastWire:
             raise CannotHonourError(f"protocol {protocol}")
         self.client = client
         self._service_id = model.service_id.hyphenize()
-        self._own_methods = [
-            (cls, name, _botocore_function(cls, name))
-            for cls, names in (
-                (botocore.client.BaseClient, ("_make_api_call", "_make_request")),
-                (type(self._endpoint), ENDPOINT_METHODS),
+        # The client's serializer says whether it checks parameters (its config does not:
+        # botocore builds a new one for `meta.config` without that option).
+        serializer = getattr(client, "_serializer", None)
+        if serializer is None:
+            raise CannotHonourError("botocore without _serializer")
+        self._validates = isinstance(serializer, botocore.validate.ParamValidationDecorator)
+        self._own_objects = _watched(client, self._endpoint, self._signer)
+        self._own_methods = [  # per class: its methods read in one go, and botocore's own
+            (
+                type(owner),
+                operator.attrgetter(*sorted(names)),
+                tuple(_botocore_function(type(owner), name) for name in sorted(names)),
             )
-            for name in names
+            for owner, names in self._own_objects
         ]
         self._plans: dict[str, _Plan | None] = {}
         self._endpoints: dict[tuple[str, tuple[str, ...]], _ResolvedEndpoint] = {}
-        self._checked_cache: object = None
-        self._clear = False
-        self._created_handlers: dict[str, list[Any | None]] = {}
-        self._created_names: dict[str, set[str]] = {}
+        self._verdict = _Verdict(None, False, {}, {}, frozenset())
         for method, operation in OPERATIONS.items():
             try:
-                self._plans[method] = _Plan(model.operation_model(operation), client)
+                self._plans[method] = _Plan(model.operation_model(operation), client, method)
             except CannotHonourError:
                 self._plans[method] = None
 
     def __repr__(self) -> str:
         return f"FastWire({self.client!r})"
+
+    def over(self, twin: Any) -> FastWire:
+        """This path's compiled parts (plans, parser, request classes) over `twin`, a copy of
+        its client with parts of its own (the self-check's, in _wire_check)."""
+        lean = FastWire.__new__(FastWire)
+        lean.__dict__.update(self.__dict__)
+        lean.client = twin
+        lean._events = lean._emitter = twin.meta.events
+        lean._endpoint = twin._endpoint
+        lean._resolve = twin._resolve_endpoint_ruleset
+        lean._signer = twin._request_signer
+        lean._choose_signer = twin._request_signer._choose_signer
+        lean._own_objects = _watched(twin, twin._endpoint, twin._request_signer)
+        lean._plans = dict(self._plans)
+        lean._endpoints = {}
+        lean._verdict = _Verdict(None, False, {}, {}, frozenset())
+        return lean
+
+    def served(self) -> list[str]:
+        """The client methods this path serves for this client (the others: the client)."""
+        return [method for method, plan in self._plans.items() if plan is not None]
 
     def _use_cheaper_parts(self, parser: Any) -> None:
         """botocore's parser, request and signer, made cheaper where this botocore has the
@@ -201,33 +258,45 @@ class FastWire:
     # -- the guard --------------------------------------------------------------------------
 
     def usable(self, method: str) -> bool:
-        """Whether this call may take the lean path. Cheap when nothing changed: botocore
-        drops the emitter's lookup cache on every register and unregister."""
+        """Whether this call may take the lean path."""
+        return self._plans[method] is not None and self._current_verdict() is not None
+
+    def _current_verdict(self) -> _Verdict | None:
+        """The hooks this call honours, or None when the client must make it. Cheap when
+        nothing changed: botocore drops the emitter's lookup cache on every register and
+        unregister, and the cache read before the handlers were looked at is the one the
+        verdict is kept for (a hook registered meanwhile drops it again: checked again)."""
         client = self.client
-        if method in client.__dict__:
-            return False  # a method replaced on this client (a mock, a wrapper)
-        if client._endpoint is not self._endpoint:
-            return False
-        for cls, name, function in self._own_methods:
-            if getattr(cls, name) is not function:
-                return False  # patched for tracing (X-Ray, OpenTelemetry): the patch sees it
-        if type(client)._make_api_call is not self._own_methods[0][2]:
-            return False  # overridden in a subclass of the client
+        if client._endpoint is not self._endpoint or client._request_signer is not self._signer:
+            return None
+        for owner, names in self._own_objects:
+            if not names.isdisjoint(owner.__dict__):
+                return None  # patched on this one object (mock.patch.object, a wrapper)
+        for cls, methods_of, functions in self._own_methods:
+            # identity, not ==: a wrapt proxy (X-Ray's) claims to equal what it wraps
+            if not all(map(operator.is_, methods_of(cls), functions)):
+                return None  # patched or overridden: the patch sees the call
         cache = getattr(self._emitter, "_lookup_cache", None)
         if cache is None:
-            return False
-        if cache is not self._checked_cache:
-            self._clear = self._no_foreign_handlers()
-            self._checked_cache = self._emitter._lookup_cache
-        return self._clear and self._plans[method] is not None
+            return None
+        verdict = self._verdict
+        if verdict.cache is not cache:
+            verdict = self._verdict = self._check_handlers(cache)
+        return verdict if verdict.clear else None
 
-    def _no_foreign_handlers(self) -> bool:
+    def _check_handlers(self, cache: object) -> _Verdict:
         handlers = self._emitter._handlers
+        created_handlers: dict[str, list[Any | None]] = {}
+        created_names: dict[str, set[str]] = {}
+        validated = set()
         for operation in OPERATIONS.values():
             for event, ours in SKIPPED_EVENTS.items():
                 name = f"{event}.{self._service_id}.{operation}"
-                if any(_handler_name(h) not in ours for h in handlers.prefix_search(name)):
-                    return False
+                found = [_handler_name(h) for h in handlers.prefix_search(name)]
+                if any(found_name not in ours for found_name in found):
+                    return _Verdict(cache, False, {}, {}, frozenset())
+                if VALIDATES in found:
+                    validated.add(operation)
             # request-created's handlers are all called, in their order, as botocore's emit
             # calls them (Powertools adds one to every client to extend the user agent); the
             # client's own signer among them signs here.
@@ -235,41 +304,44 @@ class FastWire:
                 handlers.prefix_search(f"request-created.{self._service_id}.{operation}")
             )
             if [h for h in created if _handler_name(h) == SIGNER] != [self._signer.handler]:
-                return False
-            self._created_handlers[operation] = [
+                return _Verdict(cache, False, {}, {}, frozenset())
+            created_handlers[operation] = [
                 None if _handler_name(h) == SIGNER else h for h in created
             ]
-            self._created_names[operation] = {_handler_name(h) for h in created}
-        return True
+            created_names[operation] = {_handler_name(h) for h in created}
+        return _Verdict(cache, True, created_handlers, created_names, frozenset(validated))
 
     # -- one call ---------------------------------------------------------------------------
 
     def _call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        if not self.usable(method):
+        plan = self._plans[method]
+        verdict = None if plan is None else self._current_verdict()
+        if plan is None or verdict is None:
             result: dict[str, Any] = getattr(self.client, method)(**params)
             return result
         with _request_context():
-            response: dict[str, Any] = self._call_lean(method, params)
+            response: dict[str, Any] = self._call_lean(plan, verdict, params)
         return response
 
-    def _call_lean(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        plan = self._plans[method]
-        assert plan is not None
+    def _call_lean(self, plan: _Plan, verdict: _Verdict, params: dict[str, Any]) -> dict[str, Any]:
+        """One call, as `_make_api_call` makes it."""
+        if plan.name in USER_DATA and (self._validates or plan.name in verdict.validated):
+            validate_user_data(params, plan.operation_model)  # as the client would
         if plan.token_member is not None and plan.token_member not in params:
             params[plan.token_member] = str(uuid.uuid4())
         body = json.dumps(plan.encode(params)).encode("utf-8")
         try:
             resolved = self._resolved_endpoint(plan, params)
         except CannotHonourError:
-            self._plans[method] = None
-            result: dict[str, Any] = getattr(self.client, method)(**params)
+            self._plans[plan.method] = None
+            result: dict[str, Any] = getattr(self.client, plan.method)(**params)
             return result
         context = {**plan.context, **resolved.context()}
         headers = dict(plan.headers)
         headers.update(resolved.headers)
         # botocore builds the user agent twice a call (about 30 µs each unless it is fixed):
         # when its request-created handler rebuilds it anyway, the first would be thrown away.
-        rebuilt = UA_REBUILD in self._created_names.get(plan.name, ())
+        rebuilt = UA_REBUILD in verdict.created_names.get(plan.name, ())
         headers["User-Agent"] = (
             "rebuilt when the request is created" if rebuilt else self._user_agent()
         )
@@ -284,7 +356,7 @@ class FastWire:
             "context": context,
         }
         try:
-            http, parsed = self._send(plan, resolved, request_dict)
+            http, parsed = self._send(plan, verdict, resolved, request_dict)
         except Exception as exc:
             self._events.emit(
                 f"after-call-error.{self._service_id}.{plan.name}", exception=exc, context=context
@@ -305,20 +377,24 @@ class FastWire:
         return response
 
     def _send(
-        self, plan: _Plan, resolved: _ResolvedEndpoint, request_dict: dict[str, Any]
+        self,
+        plan: _Plan,
+        verdict: _Verdict,
+        resolved: _ResolvedEndpoint,
+        request_dict: dict[str, Any],
     ) -> tuple[Any, dict[str, Any]]:
         """botocore's Endpoint._send_request, with the request built and signed directly."""
         endpoint = self._endpoint
         context = request_dict["context"]
         attempts = 1
         endpoint._update_retries_context(context, attempts)
-        success, exception = self._attempt(plan, resolved, request_dict)
+        success, exception = self._attempt(plan, verdict, resolved, request_dict)
         while endpoint._needs_retry(
             attempts, plan.operation_model, request_dict, success, exception
         ):
             attempts += 1
             endpoint._update_retries_context(context, attempts, success)
-            success, exception = self._attempt(plan, resolved, request_dict)
+            success, exception = self._attempt(plan, verdict, resolved, request_dict)
         if success is not None and "ResponseMetadata" in success[1]:
             success[1]["ResponseMetadata"]["RetryAttempts"] = attempts - 1
         if exception is not None:
@@ -340,7 +416,11 @@ class FastWire:
         auth.add_auth(request)
 
     def _attempt(
-        self, plan: _Plan, resolved: _ResolvedEndpoint, request_dict: dict[str, Any]
+        self,
+        plan: _Plan,
+        verdict: _Verdict,
+        resolved: _ResolvedEndpoint,
+        request_dict: dict[str, Any],
     ) -> tuple[tuple[Any, dict[str, Any]] | None, Exception | None]:
         """One attempt, as Endpoint.create_request and _do_get_response make it."""
         request = self._AWSRequest(
@@ -350,7 +430,7 @@ class FastWire:
             headers=request_dict["headers"],
         )
         request.context = request_dict["context"]
-        for handler in self._created_handlers[plan.name]:
+        for handler in verdict.created_handlers[plan.name]:
             if handler is None:  # the client's own signer's place in the order
                 self._sign(request, resolved)
             else:
@@ -408,6 +488,32 @@ class FastWire:
         return resolved
 
 
+class _Verdict(NamedTuple):
+    """What the hook check found, for the lookup cache it read first: read as one object, so
+    a call never mixes two checks' answers."""
+
+    cache: object
+    clear: bool
+    created_handlers: dict[str, list[Any | None]]
+    created_names: dict[str, set[str]]
+    validated: frozenset[str]
+    """The operations on which our own client checks enlisted writes (`validate_user_data`)."""
+
+
+def validate_user_data(params: Mapping[str, Any], model: Any, **_: Any) -> None:
+    """botocore's parameter check, on the operations that carry data the store did not build.
+
+    Our own client skips botocore's check on every request (the store builds them; about 35
+    µs each) but carries this on `before-parameter-build` for those operations, so an enlisted
+    write such as `{"SS": "vip"}` is refused (ParamValidationError) rather than sent as the
+    set of its letters; the fast path does the same, and so, for a client that checks every
+    request, it checks these."""
+    if model.name in USER_DATA:
+        from botocore.validate import validate_parameters
+
+        validate_parameters(params, model.input_shape)
+
+
 class _ResolvedEndpoint:
     __slots__ = ("extra", "features", "headers", "signature_version", "url")
 
@@ -437,7 +543,7 @@ class _ResolvedEndpoint:
 class _Plan:
     """What one operation needs, read from the client's model once."""
 
-    def __init__(self, operation_model: Any, client: Any) -> None:
+    def __init__(self, operation_model: Any, client: Any, method: str) -> None:
         if (
             operation_model.http_checksum
             or operation_model.http_checksum_required
@@ -449,6 +555,7 @@ class _Plan:
             raise CannotHonourError(operation_model.name)
         metadata = operation_model.metadata
         self.operation_model = operation_model
+        self.method = method
         self.name = operation_model.name
         self.http_method = operation_model.http.get("method", "POST")
         self.headers = {
@@ -600,16 +707,33 @@ def _nothing() -> None:
     pass
 
 
+def _watched(client: Any, endpoint: Any, signer: Any) -> list[tuple[Any, frozenset[str]]]:
+    """The objects whose own attributes may shadow a method this path does not call."""
+    return [
+        (client, frozenset(CLIENT_METHODS + tuple(OPERATIONS))),
+        (endpoint, frozenset(ENDPOINT_METHODS)),
+        (signer, frozenset(SIGNER_METHODS)),
+    ]
+
+
 def _untyped(value: Any) -> Any:
     return value
 
 
 def _botocore_function(cls: type, name: str) -> object:
-    """botocore's own method; CannotHonourError when it is wrapped already (X-Ray and
-    OpenTelemetry patch botocore's methods with wrapt proxies, which are no functions)."""
-    function = cls.__dict__.get(name)
-    module = getattr(function, "__module__", "")
-    if type(function) is not types.FunctionType or not module.startswith("botocore."):
+    """botocore's own method, as `cls` has it; CannotHonourError when it is patched already:
+    X-Ray and OpenTelemetry wrap botocore's methods with wrapt proxies, which are no
+    functions, and a wrapper made with `functools.wraps` carries botocore's names but not its
+    code (botocore's own decorator on `_make_api_call` is botocore's code)."""
+    import botocore
+
+    function = getattr(cls, name, None)
+    code = getattr(function, "__code__", None)
+    if (
+        type(function) is not types.FunctionType
+        or code is None
+        or not code.co_filename.startswith(os.path.dirname(botocore.__file__) + os.sep)
+    ):
         raise CannotHonourError(f"{name} is patched")
     return function
 

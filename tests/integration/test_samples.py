@@ -54,6 +54,13 @@ def test_run_samples_prints_what_happened_to_each_event(
     for name in ("03-retry-changed-amount.json", "04-no-idempotency-key.json"):
         assert "application/problem+json" in outcome[name]
 
+    # the durable sample: one execution per event, run by the Durable Execution SDK's runner
+    assert "executed" in outcome["01-first-order.json"]
+    assert "replayed" in outcome["02-same-order-again.json"]
+    assert "rejected (payload_mismatch)" in outcome["03-same-key-other-amount.json"]
+    receipts = {name: re.findall(r"(?:ch|sh)_[0-9a-f]{16}", outcome[name]) for name in outcome}
+    assert receipts["02-same-order-again.json"] == receipts["01-first-order.json"] != []
+
     assert "batch: 3 ok, 0 failed " in outcome["01-new-orders.json"]
     assert '{"batchItemFailures": []}' in outcome["01-new-orders.json"]
     assert "batch: 3 ok, 0 failed (3 replayed)" in outcome["02-same-batch-redelivered.json"]

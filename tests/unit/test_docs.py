@@ -153,7 +153,7 @@ def test_the_readme_examples_replay_and_answer_batches(template_tables: Idempote
 
 
 def test_the_guide_examples_do_what_the_guide_says(template_tables: IdempotencyTable) -> None:
-    decorators, _, on_replay, transaction = run_examples(ROOT / "docs" / "guide.md")
+    decorators, _, on_replay, transaction, async_code = run_examples(ROOT / "docs" / "guide.md")
 
     receipt = decorators["ship"](decorators["Order"]("o-1"))
     assert decorators["ship"](decorators["Order"]("o-1")) == receipt
@@ -169,6 +169,7 @@ def test_the_guide_examples_do_what_the_guide_says(template_tables: IdempotencyT
     assert items(template_tables, "ChargesTable") == [
         {"charge_id": {"S": "ch_o-3"}, "amount_cents": {"N": "1250"}}
     ]
+    assert async_code["charge_now"]("o-4") == async_code["charge_now"]("o-4") == {"charged": "o-4"}
 
 
 def test_the_http_example_creates_once_and_replays(template_tables: IdempotencyTable) -> None:

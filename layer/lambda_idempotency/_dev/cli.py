@@ -13,7 +13,9 @@ Operators, on any table (AWS or local):
 
     inspect  (--pk PK | --key K --namespace NS [--scope S])   one record [--result]
     stuck    [--older-than MINUTES]                           IN_PROGRESS records, paginated
-    release  (--pk PK | --key ...) --yes                      force-delete one record
+    release  (--pk PK | --key ...) --yes [--force]            let one key run again (a
+                                                              tombstone, conditional on the
+                                                              record shown)
     doctor   [TABLE] [--layout powertools] [--sort-key-attr A]   the table's set-up, check by
                                                                 check, with the fixes
 """
@@ -22,15 +24,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import json
+import math
 import os
 import sys
+import textwrap
 import time
+import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._errors import ConfigurationError, IdempotencyError, StoreError
+from .._record import Status
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -44,8 +51,35 @@ LOCAL_ENDPOINT = "http://127.0.0.1:8000"
 """Where `lambda-idempotency local` listens by default; the docs' lines use it."""
 
 
+EXIT_OK = 0
+EXIT_REFUSED = 1
+"""release: the record's lease is live and --force was not given; nothing written."""
+EXIT_FAILED = 2
+"""The command could not do its work: a bad argument, no such table or record, no
+credentials, no endpoint, DynamoDB refusing or failing the call."""
+EXIT_CHANGED = 3
+"""release: the record changed between its read and the conditional write; nothing written."""
+EXIT_NOTHING_TO_RELEASE = 4
+"""release: no record, an expired one, or one already released: the key is free."""
+EXIT_UNREADABLE = 5
+"""A stored record or result in a shape this library does not write (shown as far as it can
+be; never released)."""
+OPERATOR_EXIT_CODES = """exit codes:
+  0  done
+  1  release refused: the record's lease is live (add --force); nothing written
+  2  could not run: a bad argument, no such table or record, no credentials or endpoint,
+     DynamoDB refused or failed the call
+  3  release: the record changed after it was read; nothing written (run it again)
+  4  release: nothing to release (no record, expired, or already released): the key is free
+  5  a stored record or result this library cannot read (inspect shows what it can)"""
+
+
 class CommandError(Exception):
     """A failure the user can fix; printed as one line, never as a traceback."""
+
+    def __init__(self, message: str, *, status: int = EXIT_FAILED) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def local_client(endpoint_url: str) -> DynamoDBClient:
@@ -357,6 +391,18 @@ def _session(args: argparse.Namespace) -> Any:
     return session
 
 
+def _operator_config() -> Any:
+    """An operator waits for an answer: a dead endpoint is told in seconds, not after a minute
+    of botocore's connection retries; a throttle is retried as the library's own client does."""
+    from botocore.config import Config
+
+    return Config(
+        connect_timeout=3,
+        read_timeout=10,
+        retries={"mode": "standard", "total_max_attempts": 3},
+    )
+
+
 @contextlib.contextmanager
 def _on_table(store: DynamoDBStore, args: argparse.Namespace) -> Iterator[None]:
     """A missing table becomes one line naming it, where it was looked for, and the fix."""
@@ -392,16 +438,76 @@ def _pk(args: argparse.Namespace) -> str:
         return str(args.pk)
     if args.key is None or args.namespace is None:
         raise CommandError("name the record: --pk PK, or --key KEY with --namespace NAMESPACE")
-    key = json.loads(args.key) if args.json_values else args.key
-    scope = json.loads(args.scope) if args.json_values and args.scope is not None else args.scope
-    return key_hash(args.namespace, scope, key)
+    key, scope = args.key, args.scope
+    if args.json_values:
+        key = _json_value(key, "--key")
+        scope = None if scope is None else _json_value(scope, "--scope")
+    try:
+        return key_hash(args.namespace, scope, key)
+    except IdempotencyError as exc:
+        raise CommandError(f"--key or --scope cannot be hashed: {exc}") from exc
+
+
+def _json_value(text: str, flag: str) -> Any:
+    """A --json-values argument, read as JSON; one line saying why when it is not."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CommandError(
+            f"{flag} is not JSON ({exc.msg} at character {exc.pos}); "
+            "without --json-values it is taken as a string"
+        ) from exc
+    except (ValueError, RecursionError) as exc:  # past Python's digit limit, or too deep
+        raise CommandError(f"{flag} cannot be read as JSON ({type(exc).__name__})") from exc
+
+
+_DECODE_ERRORS = (
+    LookupError,
+    ValueError,
+    TypeError,
+    AttributeError,
+    ArithmeticError,
+    RecursionError,
+    zlib.error,
+)
+"""What decoding a record in a shape the library does not write may raise from below it."""
+
+
+def _read(store: DynamoDBStore, pk: str) -> Record | None:
+    """The record as stored, strongly consistent; a record that cannot be decoded is one line
+    and EXIT_UNREADABLE, a call that failed a StoreError (EXIT_FAILED)."""
+    try:
+        return store.get(pk)
+    except StoreError as exc:
+        if _call_failed(exc):
+            raise
+        raise _unreadable(f"record {pk}", exc) from exc
+    except _DECODE_ERRORS as exc:
+        raise _unreadable(f"record {pk}", exc) from exc
+
+
+def _call_failed(exc: StoreError) -> bool:
+    """DynamoDB failed or refused the call (or it could not be sent), as opposed to a stored
+    record or result the library could not decode."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return isinstance(exc.__cause__, ClientError | BotoCoreError) or exc.code in {
+        "InvalidRequest",
+        "UnprocessedItems",
+    }
+
+
+def _unreadable(what: str, exc: BaseException) -> CommandError:
+    detail = str(exc) if isinstance(exc, IdempotencyError) else type(exc).__name__
+    return CommandError(
+        f"{what} cannot be read ({detail[:160]}): this library does not write it so "
+        "(another version, a manual edit?); nothing was changed",
+        status=EXIT_UNREADABLE,
+    )
 
 
 def describe(record: Record, now_ms: int) -> dict[str, Any]:
     """What an operator wants to know of a record, in seconds relative to now."""
-    from .._record import Status
-    from .._store import stored_result_bytes
-
     described: dict[str, Any] = {
         "pk": record.pk,
         "status": record.status.value,
@@ -409,11 +515,31 @@ def describe(record: Record, now_ms: int) -> dict[str, Any]:
         "expires_in_s": record.expiration - now_ms // 1000,
         "age_s": None if record.claimed_at is None else (now_ms - record.claimed_at) / 1000,
         "owner": record.owner,
-        "result_bytes": stored_result_bytes(record),
+        "result_bytes": _result_bytes(record),
     }
-    if record.status is Status.IN_PROGRESS and record.lease_until is not None:
-        described["lease_left_s"] = (record.lease_until - now_ms) / 1000
+    lease_end = _lease_end_ms(record)
+    if lease_end is not None:
+        described["lease_left_s"] = (lease_end - now_ms) / 1000
+        described["lease_until"] = _utc(lease_end)
     return described
+
+
+def _result_bytes(record: Record) -> int | None:
+    """The stored size of the result; None when its chunk pointer cannot be read."""
+    from .._store import stored_result_bytes
+
+    try:
+        return stored_result_bytes(record)
+    except (IdempotencyError, *_DECODE_ERRORS):
+        return None
+
+
+def _lease_end_ms(record: Record) -> int | None:
+    """When an IN_PROGRESS record's holder must have stopped; a record without a lease
+    (Powertools', or one claimed outside Lambda) holds until it expires."""
+    if record.status is not Status.IN_PROGRESS:
+        return None
+    return record.lease_until if record.lease_until is not None else record.expiration * 1000
 
 
 def _print_record(described: dict[str, Any]) -> None:
@@ -435,7 +561,10 @@ def _print_record(described: dict[str, Any]) -> None:
     rows.append(
         ("expires", f"in {_duration(expires)}" if expires >= 0 else f"{_duration(-expires)} ago")
     )
-    rows.append(("result", f"{described['result_bytes']:,} bytes stored"))
+    stored = described["result_bytes"]
+    rows.append(
+        ("result", "unreadable chunk pointer" if stored is None else f"{stored:,} bytes stored")
+    )
     rows.append(("owner", described["owner"] or "-"))
     for name, value in rows:
         print(f"{name:<8} {value}")
@@ -453,38 +582,74 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _utc(ms: int) -> str | None:
+    """Epoch milliseconds as an ISO 8601 UTC time; None past what a datetime holds."""
+    try:
+        moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    except (OverflowError, ValueError, OSError):
+        return None
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _when(ms: int, now_ms: int) -> str:
+    """A moment for an operator: local time with its zone, UTC, and how far from now."""
+    utc = _utc(ms)
+    if utc is None:
+        return f"epoch ms {ms}"
+    local = datetime.datetime.fromtimestamp(ms / 1000).astimezone()
+    away = (ms - now_ms) / 1000
+    relative = f"in {_duration(away)}" if away >= 0 else f"{_duration(-away)} ago"
+    return f"{local:%Y-%m-%d %H:%M:%S %Z} ({utc}, {relative})"
+
+
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    store, pk = _store(args), _pk(args)
+    store, pk = _store(args, _operator_config()), _pk(args)
+    problem = None
     with _on_table(store, args):
-        record = store.get(pk)
+        record = _read(store, pk)
         if record is None:
             raise CommandError(f"no record {pk} in table {store.table_name}")
         described = describe(record, _now_ms())
         if args.result:
-            described.update(stored_result(store, record))
+            try:
+                described.update(stored_result(store, record))
+            except CommandError as exc:
+                problem = exc
+                described.update({"result": None, "result_note": str(exc)})
     if args.json:
         print(json.dumps(described, indent=2, default=repr))
-        return 0
-    _print_record(described)
-    if args.result:
-        _print_result(described)
-    return 0
+    else:
+        _print_record(described)
+        if args.result and problem is None:
+            _print_result(described)
+    if problem is not None:
+        raise problem
+    return EXIT_OK
 
 
 def stored_result(store: DynamoDBStore, record: Record) -> dict[str, Any]:
     """The result a replay would return, decoded as the library decodes it, with its size
-    as JSON; or why there is none."""
+    as JSON; or why there is none. A result that cannot be decoded is a CommandError
+    (EXIT_UNREADABLE); a failed call, a StoreError."""
     from .._encoding import loads, unpack
 
-    blob = store.load_result(record)
-    if blob is None:
-        return {"result": None, "result_note": "no result stored"}
+    what = f"the stored result of {record.pk}"
     try:
+        blob = store.load_result(record)
+        if blob is None:
+            return {"result": None, "result_note": "no result stored"}
         document, typed = unpack(blob)
+        value = loads(document, typed)
+    except StoreError as exc:
+        if _call_failed(exc):
+            raise
+        raise _unreadable(what, exc) from exc
     except IdempotencyError as exc:  # the first run's result could not be stored
         return {"result": None, "result_note": str(exc)}
+    except _DECODE_ERRORS as exc:
+        raise _unreadable(what, exc) from exc
     return {
-        "result": loads(document, typed),
+        "result": value,
         "result_json_bytes": len(document),
         "result_note": "typed (rehydrated on replay)" if typed else "",
     }
@@ -500,7 +665,7 @@ def _print_result(described: dict[str, Any]) -> None:
 
 
 def _cmd_stuck(args: argparse.Namespace) -> int:
-    store = _store(args)
+    store = _store(args, _operator_config())
     with _on_table(store, args):
         return _stuck(store, args)
 
@@ -509,12 +674,14 @@ def _stuck(store: DynamoDBStore, args: argparse.Namespace) -> int:
     now = _now_ms()
     cutoff = now - int(args.older_than * 60_000)
     found: list[dict[str, Any]] = []
+    unreadable: list[str] = []
     scanned, capacity = 0, 0.0
     pages = store.scan_stuck(claimed_before_ms=cutoff, now_ms=now, page_size=args.page_size)
     for number, page in enumerate(pages, start=1):
         scanned += page.scanned
         capacity += page.capacity_units
         found.extend(describe(record, now) for record in page.records)
+        unreadable.extend(page.unreadable)
         progress = f"scanned {scanned:,} items in {number} pages, {len(found)} stuck ..."
         print(f"\r{progress}", end="", file=sys.stderr, flush=True)
         if args.max_pages is not None and number >= args.max_pages:
@@ -529,7 +696,14 @@ def _stuck(store: DynamoDBStore, args: argparse.Namespace) -> int:
         print(f"{len(found)} IN_PROGRESS records claimed over {args.older_than:g} min ago")
     cost = f"read cost: {capacity:g} read capacity units for {scanned:,} items scanned"
     print(f"{cost} (a scan reads every item)", file=sys.stderr)
-    return 0
+    if unreadable:
+        more = ", ..." if len(unreadable) > 3 else ""
+        raise CommandError(
+            f"{len(unreadable)} IN_PROGRESS records cannot be read, in a shape this library "
+            f"does not write ({', '.join(unreadable[:3])}{more}): inspect them with --pk",
+            status=EXIT_UNREADABLE,
+        )
+    return EXIT_OK
 
 
 def _age_and_lease(described: dict[str, Any]) -> str:
@@ -541,21 +715,91 @@ def _age_and_lease(described: dict[str, Any]) -> str:
 
 
 def _cmd_release(args: argparse.Namespace) -> int:
-    store, pk = _store(args), _pk(args)
+    store, pk = _store(args, _operator_config()), _pk(args)
     with _on_table(store, args):
         return _release(store, pk, args)
 
 
 def _release(store: DynamoDBStore, pk: str, args: argparse.Namespace) -> int:
-    record = store.get(pk)
+    """Replace the record read here, and only that version of it, with a RELEASED tombstone
+    (see DynamoDBStore.release_version): a record completed, claimed or released in between
+    stays as it is (EXIT_CHANGED), and a live lease needs --force."""
+    now = _now_ms()
+    record = _read(store, pk)
     if record is None:
-        raise CommandError(f"no record {pk} in table {store.table_name}")
+        raise CommandError(
+            f"nothing to release: no record {pk} in table {store.table_name}; the key is free "
+            "(check --namespace and --scope if you expected one)",
+            status=EXIT_NOTHING_TO_RELEASE,
+        )
+    free = _free(record, now)
+    if free is not None:
+        raise CommandError(f"nothing to release: {free}", status=EXIT_NOTHING_TO_RELEASE)
+    live_until = _live_lease_until(record, now)
     if not args.yes:
-        _print_record(describe(record, _now_ms()))
-        raise CommandError("release deletes this record and lets the key run again: add --yes")
-    store.delete(pk)
-    print(f"released {pk} ({record.status.value})")
-    return 0
+        _print_record(describe(record, now))
+        force = "" if live_until is None else " and --force (its lease is live)"
+        raise CommandError(
+            "release writes a RELEASED tombstone over this record, so its key runs again: "
+            f"add --yes{force}"
+        )
+    if live_until is not None and not args.force:
+        raise CommandError(
+            f"refused: {pk} is IN_PROGRESS and its lease runs until {_when(live_until, now)}: "
+            "its holder may still be running. Wait for the lease to end (the next retry then "
+            "takes the key over), or add --force",
+            status=EXIT_REFUSED,
+        )
+    try:
+        released, current = store.release_version(record, now_ms=now)
+        now_is = "gone" if current is None else current.status.value
+    except StoreError as exc:
+        if _call_failed(exc):
+            raise
+        released, current, now_is = False, None, "a record this library cannot read"
+    except _DECODE_ERRORS:
+        released, current, now_is = False, None, "a record this library cannot read"
+    if not released:
+        if current is not None and current.owner != record.owner:
+            now_is += " under another claim"
+        raise CommandError(
+            f"changed: {pk} is {now_is} now, not the {record.status.value} record read a "
+            "moment ago; nothing was written (run release again to see it)",
+            status=EXIT_CHANGED,
+        )
+    print(f"released {pk} (was {record.status.value}): its next call runs the handler again")
+    if live_until is not None:
+        print(
+            f"warning: the holder of {pk} may still be running: its lease ends "
+            f"{_when(live_until, now)}. If it completes before a retry claims the key, its "
+            "result stands and retries replay it; if a retry claims first, both may run",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _live_lease_until(record: Record, now_ms: int) -> int | None:
+    """When the lease of an IN_PROGRESS record ends, if it is live on any clock within the
+    protocol's skew allowance (its holder may still be running); else None."""
+    from .._protocol import DEFAULT_CLOCK_SKEW_SECONDS
+
+    lease_end = _lease_end_ms(record)
+    if lease_end is None or lease_end < now_ms - int(DEFAULT_CLOCK_SKEW_SECONDS * 1000):
+        return None
+    return lease_end
+
+
+def _free(record: Record, now_ms: int) -> str | None:
+    """Why the key is free already (expired, released), or None."""
+    if record.is_expired(now_ms):
+        expired = _when((record.expiration + 1) * 1000, now_ms)
+        return f"{record.pk} expired {expired}; it counts as absent and the key is free"
+    if record.status is not Status.RELEASED:
+        return None
+    if record.lease_until is None:
+        return f"{record.pk} is released; the key is free"
+    released = _when(record.lease_until, now_ms)
+    return f"{record.pk} was released {released}; the key is free to any call made since"
 
 
 # -- doctor ---------------------------------------------------------------------------------
@@ -617,9 +861,34 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 # -- parser and errors --------------------------------------------------------------------
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line that names the command's --help."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_FAILED, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _positive(kind: type[int] | type[float]) -> Any:
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(value) or value < (0 if kind is float else 1):
+            least = "0 or more" if kind is float else "1 or more"
+            raise argparse.ArgumentTypeError(f"{text!r}: must be {least}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(
-        prog="lambda-idempotency", description=(__doc__ or "").splitlines()[0]
+    root = _Parser(
+        prog="lambda-idempotency",
+        description=(__doc__ or "").splitlines()[0],
+        epilog=OPERATOR_EXIT_CODES.replace("exit codes:", "exit codes (inspect, stuck, release):"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     root.add_argument(
         "--template", default="template.yaml", help="SAM template (default: %(default)s)"
@@ -627,7 +896,7 @@ def parser() -> argparse.ArgumentParser:
     # Also after the command; SUPPRESS leaves the root's value alone when it is not given.
     template = argparse.ArgumentParser(add_help=False)
     template.add_argument("--template", default=argparse.SUPPRESS, help="SAM template")
-    commands = root.add_subparsers(dest="command", required=True)
+    commands: Any = root.add_subparsers(dest="command", required=True)
 
     def add(name: str, parents: Sequence[argparse.ArgumentParser] = (), **options: Any) -> Any:
         return commands.add_parser(name, parents=[template, *parents], **options)
@@ -671,6 +940,13 @@ def parser() -> argparse.ArgumentParser:
     samples.add_argument("--endpoint", help="use this endpoint instead of starting DynamoDB Local")
     samples.set_defaults(run=_cmd_run_samples)
 
+    _add_operators(add)
+    _add_doctor(add)
+    return root
+
+
+def _add_operators(add: Any) -> None:
+    """inspect, stuck and release: one table, one record or a scan, the exit codes."""
     table = argparse.ArgumentParser(add_help=False)
     table.add_argument(
         "--table", help="table name (default: IDEMPOTENCY_TABLE, else the template's)"
@@ -688,24 +964,49 @@ def parser() -> argparse.ArgumentParser:
     record.add_argument("--scope", help="the scope (tenant), if the decorator has one")
     record.add_argument("--json-values", action="store_true", help="--key and --scope are JSON")
 
-    inspect = add("inspect", parents=[record], help="show one record")
+    codes = {"epilog": OPERATOR_EXIT_CODES, "formatter_class": argparse.RawDescriptionHelpFormatter}
+    inspect = add("inspect", parents=[record], help="show one record", **codes)
     inspect.add_argument(
         "--result", action="store_true", help="also the stored result, decoded, with its size"
     )
     inspect.set_defaults(run=_cmd_inspect)
-    stuck = add("stuck", parents=[table], help="IN_PROGRESS records older than N minutes")
+    stuck = add("stuck", parents=[table], help="IN_PROGRESS records older than N minutes", **codes)
     stuck.add_argument(
-        "--older-than", type=float, default=15.0, metavar="MINUTES", help="default: %(default)s"
+        "--older-than",
+        type=_positive(float),
+        default=15.0,
+        metavar="MINUTES",
+        help="default: %(default)s",
     )
-    stuck.add_argument("--page-size", type=int, help="items read per page (Scan Limit)")
-    stuck.add_argument("--max-pages", type=int, help="stop after this many pages")
+    stuck.add_argument("--page-size", type=_positive(int), help="items read per page (Scan Limit)")
+    stuck.add_argument("--max-pages", type=_positive(int), help="stop after this many pages")
     stuck.set_defaults(run=_cmd_stuck)
-    release = add("release", parents=[record], help="force-delete one record")
-    release.add_argument("--yes", action="store_true", help="really delete it")
+    release = add(
+        "release",
+        parents=[record],
+        help="let one key run again: a RELEASED tombstone over the record shown",
+        description=textwrap.fill(
+            "Replaces one record with a RELEASED tombstone so its key runs again, on the "
+            "condition that it is still the record read a moment before (same status, owner "
+            "token, lease, expiration and times): a record completed, claimed or released in "
+            "between stays, and the command says so (exit 3). A COMPLETED record may be "
+            "released: its next call runs the handler again. An IN_PROGRESS record whose lease "
+            "is live (its holder may still be running) is refused without --force. The "
+            "tombstone keeps the holder's owner token: a delayed copy of its claim cannot lock "
+            "the key again, and a holder that was still running may still complete. Nothing "
+            "to release (no record, expired, already released): exit 4. Needs "
+            "dynamodb:GetItem and dynamodb:PutItem.",
+            88,
+        ),
+        **codes,
+    )
+    release.add_argument("--yes", action="store_true", help="really write the tombstone")
+    release.add_argument(
+        "--force",
+        action="store_true",
+        help="also over a live lease, whose holder may still be running",
+    )
     release.set_defaults(run=_cmd_release)
-
-    _add_doctor(add)
-    return root
 
 
 def _add_doctor(add: Any) -> None:
@@ -781,7 +1082,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from .dynamodb_local import DynamoDBLocalError
 
-    args = parser().parse_args(argv)
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error argparse has printed as one line
+        return exc.code if isinstance(exc.code, int) else EXIT_FAILED
     try:
         return int(args.run(args))
     except (
@@ -793,4 +1097,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         OSError,
     ) as exc:
         print(f"lambda-idempotency: {_explain(exc)}", file=sys.stderr)
-        return 2
+        return exc.status if isinstance(exc, CommandError) else EXIT_FAILED

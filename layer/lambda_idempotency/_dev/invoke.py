@@ -94,6 +94,7 @@ def invoke(function: FunctionSpec, event: Any, *, endpoint_url: str | None = Non
             "function_name": function.logical_id,
             "memory_mb": function.memory_mb,
             "timeout_ms": function.timeout_seconds * 1000,
+            "durable_timeout_s": function.durable_timeout_seconds,
             "event": event,
             "result_path": str(result_path),
             "library_log_path": str(library_log_path),

@@ -62,12 +62,14 @@ def main() -> None:
     handler: Any = None
     try:
         handler = getattr(importlib.import_module(module_name), function_name)
+        if spec.get("durable_timeout_s") is not None:
+            handler = _DurableExecution(handler, spec)
         stats = dict(getattr(getattr(handler, "idempotency", None), "stats", {}))
         outcome = {"response": handler(spec["event"], context)}
     except Exception as exc:
         outcome = {
             "error": {
-                "errorType": type(exc).__name__,
+                "errorType": getattr(exc, "kind", type(exc).__name__),
                 "errorMessage": str(exc),
                 "stackTrace": traceback.format_exception(exc),
             },
@@ -77,6 +79,48 @@ def main() -> None:
     outcome["stats"] = {name: n - stats.get(name, 0) for name, n in dict(counted).items()}
     with open(spec["result_path"], "w", encoding="utf-8") as result:
         json.dump(outcome, result, default=str)
+
+
+class _DurableExecution:
+    """A durable function (DurableConfig in the template) run as one durable execution of the
+    event by the Durable Execution SDK's local runner (in-process checkpoints, waits skipped):
+    without AWS that is the only way to run it. Its answer is the execution's result, or its
+    error as Lambda's error shape."""
+
+    def __init__(self, handler: Any, spec: dict[str, Any]) -> None:
+        self.handler = handler
+        self.spec = spec
+        inner = getattr(handler, "__wrapped__", None)  # the @idempotent wrapper, if any
+        self.idempotency = getattr(inner, "idempotency", None)
+
+    def __call__(self, event: Any, context: Any) -> Any:
+        from aws_durable_execution_sdk_python.lambda_service import InvocationStatus
+        from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
+
+        runner = DurableFunctionTestRunner(handler=self.handler, poll_interval=0.05)
+        try:
+            result = runner.run(
+                input=json.dumps(event),
+                execution_timeout=self.spec["durable_timeout_s"],
+                function_name=self.spec["function_name"],
+                execution_name=str(uuid.uuid4()),
+            )
+        finally:
+            runner.close()  # type: ignore[no-untyped-call]
+        if result.status is InvocationStatus.SUCCEEDED:
+            return None if result.result is None else json.loads(result.result)
+        error = result.error
+        kind = "" if error is None else (error.type or "").rsplit(".", 1)[-1]
+        message = None if error is None else error.message
+        raise _ExecutionFailedError(kind or "ExecutionFailed", message)
+
+
+class _ExecutionFailedError(Exception):
+    """A durable execution that ended FAILED: reported under its error's own type name."""
+
+    def __init__(self, kind: str, message: str | None) -> None:
+        super().__init__(message or kind)
+        self.kind = kind
 
 
 def _botocore_cause(exc: BaseException) -> dict[str, str] | None:

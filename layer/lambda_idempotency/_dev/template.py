@@ -26,6 +26,9 @@ class FunctionSpec:
     memory_mb: int
     environment: dict[str, str]
     layer_dirs: list[Path] = field(default_factory=list)
+    durable_timeout_seconds: int | None = None
+    """`DurableConfig.ExecutionTimeout` of a durable function: invoked locally through the
+    Durable Execution SDK's own runner, as one execution per event."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,7 @@ class Template:
             memory_mb=int(setting("MemorySize", 128)),
             environment={name: self._resolve(value) for name, value in environment.items()},
             layer_dirs=layers,
+            durable_timeout_seconds=_durable_timeout(setting("DurableConfig")),
         )
 
     def _table_name(self, logical_id: str) -> str:
@@ -167,3 +171,9 @@ class Template:
         if isinstance(value, dict):
             raise ConfigurationError(f"cannot resolve {value} for a local run")
         return str(value)
+
+
+def _durable_timeout(config: Any) -> int | None:
+    if not isinstance(config, dict) or not isinstance(config.get("ExecutionTimeout"), int):
+        return None
+    return int(config["ExecutionTimeout"])

@@ -1,0 +1,338 @@
+"""`@idempotent` on Lambda durable functions, run by AWS's own local runner
+(DurableFunctionTestRunner) against DynamoDB Local. Every test counts the effects.
+
+The charge step is the effect: it runs once per execution (the SDK replays it from its
+checkpoint), so two charges for one key mean two executions ran the handler's body."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from aws_durable_execution_sdk_python import DurableContext, durable_execution
+from aws_durable_execution_sdk_python.exceptions import InvocationError
+from aws_durable_execution_sdk_python.execution import InvocationStatus
+from aws_durable_execution_sdk_python_testing.runner import (
+    DurableFunctionTestResult,
+    DurableFunctionTestRunner,
+)
+
+from lambda_idempotency import (
+    DynamoDBStore,
+    current_execution,
+    durable_step_key,
+    idempotent,
+    idempotent_function,
+)
+from lambda_idempotency._durable import owner_token
+from lambda_idempotency._record import Status
+
+pytestmark = pytest.mark.dynamodb_local
+
+Handler = Callable[[Any, Any], Any]
+
+
+class Ledger:
+    """What happened, counted: charges made, and invocations of the handler's body."""
+
+    def __init__(self) -> None:
+        self.charges: list[str] = []
+        self.invocations = 0
+        self.crash_after_charge = 0
+        """Invocations still to die after the charge step (Lambda invokes again)."""
+        self.on_crash: Callable[[], None] = lambda: None
+
+    def charge(self, order_id: str) -> str:
+        self.charges.append(order_id)
+        return f"ch_{order_id}_{len(self.charges)}"
+
+
+def checkout(store: DynamoDBStore, ledger: Ledger, **options: Any) -> Handler:
+    """The sample's shape: charge, wait for shipping (a callback: the execution suspends
+    until it arrives), return the receipt."""
+
+    @durable_execution
+    @idempotent(store=store, key="order_id", cache_size=0, **options)
+    def handler(event: dict[str, Any], context: DurableContext) -> dict[str, Any]:
+        ledger.invocations += 1
+        charge_id = context.step(lambda _: ledger.charge(event["order_id"]), name="charge")
+        if ledger.crash_after_charge > 0:
+            ledger.crash_after_charge -= 1
+            ledger.on_crash()
+            raise InvocationError("the invocation died after its charge step")
+        shipping = context.create_callback(name="shipping").result()
+        return {"order_id": event["order_id"], "charge_id": charge_id, "shipping": shipping}
+
+    return handler
+
+
+@pytest.fixture
+def runner_for() -> Iterator[Callable[[Handler], DurableFunctionTestRunner]]:
+    runners: list[DurableFunctionTestRunner] = []
+
+    def make(handler: Handler) -> DurableFunctionTestRunner:
+        runner = DurableFunctionTestRunner(handler=handler, poll_interval=0.05)
+        runner._executor.RETRY_BACKOFF_SECONDS = 0  # type: ignore[misc]  # retried at once
+        runners.append(runner)
+        return runner
+
+    yield make
+    for runner in runners:
+        runner.close()
+        runner._scheduler._loop.close()  # the runner stops its event loop but leaves it open
+
+
+def start(runner: DurableFunctionTestRunner, name: str, event: dict[str, Any]) -> str:
+    return runner.run_async(input=json.dumps(event), execution_name=name, execution_timeout=60)
+
+
+def ship(runner: DurableFunctionTestRunner, arn: str) -> DurableFunctionTestResult:
+    """Send the shipping callback the execution is suspended on, and wait for its end."""
+    callback_id = runner.wait_for_callback(arn, name="shipping", timeout=20)
+    runner.send_callback_success(callback_id, result=b"shipped")
+    return runner.wait_for_result(arn, timeout=20)
+
+
+def finish(runner: DurableFunctionTestRunner, arn: str) -> DurableFunctionTestResult:
+    return runner.wait_for_result(arn, timeout=20)
+
+
+def error_type(result: DurableFunctionTestResult) -> str | None:
+    """The class name of the error that failed the execution."""
+    return None if result.error is None else (result.error.type or "").rsplit(".", 1)[-1]
+
+
+def test_an_execution_suspended_after_its_charge_keeps_the_key(
+    store: DynamoDBStore, runner_for: Callable[[Handler], DurableFunctionTestRunner]
+) -> None:
+    """A suspends between its claim and its completion (waiting for shipping); B, another
+    execution with the same key, is refused while A waits; A then completes; C replays."""
+    ledger = Ledger()
+    runner = runner_for(checkout(store, ledger))
+    order = {"order_id": "o-1", "amount": 30}
+
+    first = start(runner, "a", order)
+    runner.wait_for_callback(first, name="shipping", timeout=20)  # A is suspended now
+    second = finish(runner, start(runner, "b", order))
+    assert second.status is InvocationStatus.FAILED
+    assert error_type(second) == "InProgressError"
+    assert ledger.charges == ["o-1"]
+
+    done = ship(runner, first)
+    assert done.status is InvocationStatus.SUCCEEDED, done.error
+    receipt = json.loads(done.result or "null")
+    assert receipt == {"order_id": "o-1", "charge_id": "ch_o-1_1", "shipping": "shipped"}
+
+    third = finish(runner, start(runner, "c", order))
+    assert third.status is InvocationStatus.SUCCEEDED
+    assert json.loads(third.result or "null") == receipt  # replayed, not run
+    assert ledger.charges == ["o-1"]
+    assert ledger.invocations == 2  # A before and after its suspension; B and C never ran
+
+
+def test_two_executions_started_while_the_first_is_suspended_charge_once(
+    store: DynamoDBStore, runner_for: Callable[[Handler], DurableFunctionTestRunner]
+) -> None:
+    ledger = Ledger()
+    runner = runner_for(checkout(store, ledger))
+    order = {"order_id": "o-2", "amount": 30}
+    first = start(runner, "a", order)
+    runner.wait_for_callback(first, name="shipping", timeout=20)
+    others = [start(runner, name, order) for name in ("b", "c")]
+    results = [finish(runner, arn) for arn in others]
+    assert [error_type(result) for result in results] == ["InProgressError"] * 2
+    assert ship(runner, first).status is InvocationStatus.SUCCEEDED
+    assert ledger.charges == ["o-2"]
+
+
+def test_the_record_is_held_by_the_execution_for_its_whole_timeout(
+    store: DynamoDBStore, runner_for: Callable[[Handler], DurableFunctionTestRunner]
+) -> None:
+    """The lease runs from the execution's start for `lease_seconds` (its timeout), not for
+    the invocation's 15 minutes; the owner is the execution, never its raw ARN."""
+    ledger = Ledger()
+    handler = checkout(store, ledger, lease_seconds=7 * 24 * 3600)
+    runner = runner_for(handler)
+    arn = start(runner, "a", {"order_id": "o-3"})
+    runner.wait_for_callback(arn, name="shipping", timeout=20)
+    engine = handler.__wrapped__.idempotency  # type: ignore[attr-defined]
+    pk = engine.settings.layout.record_key(engine.settings.namespace, None, "o-3")
+    record = store.get(pk)
+    assert record is not None and record.status is Status.IN_PROGRESS
+    assert record.owner == owner_token(arn) and arn not in str(record)
+    assert record.lease_until is not None and record.claimed_at is not None
+    assert record.lease_until - record.claimed_at > 7 * 24 * 3600 * 1000 - 60_000
+    assert record.expiration * 1000 >= record.lease_until
+    ship(runner, arn)
+    assert ledger.charges == ["o-3"]
+
+
+def test_an_invocation_that_dies_is_invoked_again_as_the_owner(
+    store: DynamoDBStore, runner_for: Callable[[Handler], DurableFunctionTestRunner]
+) -> None:
+    """The invocation dies after the charge step (Lambda runs the execution again): the key
+    stays the execution's, so B, started as it dies, is refused; the next invocation is the
+    same execution, finds its own claim, and goes on without a second charge."""
+    ledger = Ledger()
+    ledger.crash_after_charge = 2
+    runner = runner_for(checkout(store, ledger))
+    others: list[str] = []
+    ledger.on_crash = lambda: others.append(start(runner, f"b{len(others)}", {"order_id": "o-4"}))
+    arn = start(runner, "a", {"order_id": "o-4"})
+    done = ship(runner, arn)
+    assert done.status is InvocationStatus.SUCCEEDED, done.error
+    assert [error_type(finish(runner, other)) for other in others] == ["InProgressError"] * 2
+    assert ledger.charges == ["o-4"]
+    assert ledger.invocations == 4  # two died, one suspended, one finished
+    assert json.loads(done.result or "null")["charge_id"] == "ch_o-4_1"
+
+
+def test_a_failed_execution_releases_the_key_for_a_new_one(
+    store: DynamoDBStore, runner_for: Callable[[Handler], DurableFunctionTestRunner]
+) -> None:
+    """A charges, suspends (B is refused meanwhile), then fails: its key is released, C runs
+    the charge again (A's execution ended, its charge is the user's to refund), D replays."""
+    ledger = Ledger()
+
+    @durable_execution
+    @idempotent(store=store, key="order_id", cache_size=0)
+    def handler(event: dict[str, Any], context: DurableContext) -> str:
+        charge_id = context.step(lambda _: ledger.charge(event["order_id"]), name="charge")
+        if context.create_callback(name="shipping").result() == "lost":
+            raise RuntimeError("the parcel was lost")
+        return charge_id
+
+    runner = runner_for(handler)
+    first = start(runner, "a", {"order_id": "o-5"})
+    callback_id = runner.wait_for_callback(first, name="shipping", timeout=20)
+    refused = finish(runner, start(runner, "b", {"order_id": "o-5"}))
+    assert error_type(refused) == "InProgressError"
+    runner.send_callback_success(callback_id, result=b"lost")
+    failed = finish(runner, first)
+    assert failed.status is InvocationStatus.FAILED
+    assert error_type(failed) == "RuntimeError"
+    assert ledger.charges == ["o-5"]
+
+    again = start(runner, "c", {"order_id": "o-5"})
+    done = ship(runner, again)
+    assert done.status is InvocationStatus.SUCCEEDED, done.error
+    assert json.loads(done.result or "null") == "ch_o-5_2"
+    replayed = finish(runner, start(runner, "d", {"order_id": "o-5"}))
+    assert json.loads(replayed.result or "null") == "ch_o-5_2"
+    assert ledger.charges == ["o-5", "o-5"]
+
+
+def test_another_payload_for_a_key_held_by_an_execution_is_a_mismatch(
+    store: DynamoDBStore, runner_for: Callable[[Handler], DurableFunctionTestRunner]
+) -> None:
+    ledger = Ledger()
+    runner = runner_for(checkout(store, ledger))
+    first = start(runner, "a", {"order_id": "o-6", "amount": 30})
+    runner.wait_for_callback(first, name="shipping", timeout=20)
+    other = finish(runner, start(runner, "b", {"order_id": "o-6", "amount": 99}))
+    assert error_type(other) == "PayloadMismatchError"
+    ship(runner, first)
+    after = finish(runner, start(runner, "c", {"order_id": "o-6", "amount": 99}))
+    assert error_type(after) == "PayloadMismatchError"
+    assert ledger.charges == ["o-6"]
+
+
+def test_an_effect_keyed_on_its_step_happens_once_when_the_step_runs_again(
+    store: DynamoDBStore, runner_for: Callable[[Handler], DurableFunctionTestRunner]
+) -> None:
+    """The step's invocation dies after the effect but before the step's checkpoint: the step
+    runs again (at-least-once), and the effect keyed on execution + step replays."""
+    ledger = Ledger()
+    dies_before_checkpoint = [True]
+
+    @idempotent_function(store=store, key="step", cache_size=0)
+    def send_invoice(step: str, order_id: str) -> str:
+        return ledger.charge(order_id)
+
+    @durable_execution
+    def handler(event: dict[str, Any], context: DurableContext) -> str:
+        def invoice(_: Any) -> str:
+            key = durable_step_key(context, "invoice")
+            sent = send_invoice(step=key, order_id=event["order_id"])
+            if dies_before_checkpoint[0]:
+                dies_before_checkpoint[0] = False
+                raise InvocationError("the invocation died before the step's checkpoint")
+            return sent
+
+        return context.step(invoice, name="invoice")
+
+    runner = runner_for(handler)
+    done = finish(runner, start(runner, "a", {"order_id": "o-7"}))
+    assert done.status is InvocationStatus.SUCCEEDED, done.error
+    assert json.loads(done.result or "null") == "ch_o-7_1"
+    assert ledger.charges == ["o-7"]
+    other = finish(runner, start(runner, "b", {"order_id": "o-7"}))
+    assert json.loads(other.result or "null") == "ch_o-7_2"  # another execution: its own
+    assert ledger.charges == ["o-7", "o-7"]
+
+
+def test_outside_durable_execution_the_decorator_refuses_to_run(
+    store: DynamoDBStore, runner_for: Callable[[Handler], DurableFunctionTestRunner]
+) -> None:
+    ledger = Ledger()
+
+    @idempotent(store=store, key="order_id", cache_size=0)
+    @durable_execution
+    def handler(event: dict[str, Any], context: DurableContext) -> str:
+        return ledger.charge(event["order_id"])
+
+    runner = runner_for(handler)
+    refused = finish(runner, start(runner, "a", {"order_id": "o-8"}))
+    assert refused.status is InvocationStatus.FAILED  # each invocation refused, then given up
+    assert error_type(refused) == "ConfigurationError"
+    assert ledger.charges == []
+
+
+@pytest.mark.parametrize("ending", ["returns", "fails"])
+def test_a_zombie_invocation_of_an_older_execution_cannot_complete_or_release(
+    store: DynamoDBStore,
+    runner_for: Callable[[Handler], DurableFunctionTestRunner],
+    ending: str,
+) -> None:
+    """A's lease (its `lease_seconds`) lapsed while it waited, and execution B took the key
+    over; A's next invocation, already past its claim, then returns or fails: neither its
+    completion nor its release touches B's claim."""
+    ledger = Ledger()
+    taken_over: list[str] = []
+
+    @durable_execution
+    @idempotent(store=store, key="order_id", cache_size=0)
+    def handler(event: dict[str, Any], context: DurableContext) -> str:
+        charge_id = context.step(lambda _: ledger.charge(event["order_id"]), name="charge")
+        context.create_callback(name="shipping").result()
+        pk = current_execution().key_hash or ""
+        # B claims as the protocol lets it once A's lease lapsed (a claim with a later clock)
+        won, _ = store.claim(
+            pk,
+            owner=owner_token("arn:b"),
+            payload_hash=None,
+            now_ms=2**42,
+            lease_until_ms=2**42 + 60_000,
+            expiration_s=2**42 // 1000 + 3600,
+        )
+        taken_over.append(pk if won else "")
+        if ending == "fails":
+            raise RuntimeError("A fails after losing its key")
+        return charge_id
+
+    runner = runner_for(handler)
+    arn = start(runner, "a", {"order_id": "o-9"})
+    done = ship(runner, arn)
+    assert done.status is (
+        InvocationStatus.SUCCEEDED if ending == "returns" else InvocationStatus.FAILED
+    )
+    (pk,) = taken_over
+    record = store.get(pk)
+    assert record is not None and record.status is Status.IN_PROGRESS
+    assert record.owner == owner_token("arn:b")  # B's claim stands
+    assert ledger.charges == ["o-9"]
+    stats = handler.__wrapped__.idempotency.stats  # type: ignore[attr-defined]
+    assert stats["released"] == 0  # neither A's suspension nor its failure freed the key
+    assert stats["lease_lost" if ending == "returns" else "not_released"] == 1
