@@ -8,7 +8,8 @@
     ├── LeaseLostError           our lease lapsed and another claim took the key over
     ├── CompletionConflictError  an enlisted business write's condition failed; nothing landed
     ├── StoreError               DynamoDB failed or refused a request (botocore error chained),
-    │                            or a record is in a shape this library does not write
+    │                            or a stored record, result or chunk is in a shape this library
+    │                            does not write (`code` says which: `UNREADABLE_CODES`)
     └── misuse (programmer mistakes; fix the code, do not retry)
         ├── ResultNotSerializableError   the first run returned something we cannot store:
         │                                its retries get this instead of running again
@@ -79,11 +80,14 @@ class CompletionConflictError(IdempotencyError):
 
 
 class StoreError(IdempotencyError):
-    """DynamoDB failed or refused a request. `code` is botocore's error code, if any.
+    """DynamoDB failed or refused a request, or what it returned cannot be read. `code` is
+    botocore's error code, or one of ours (`UNREADABLE_CODES`, `ClaimRefusedRecordUnseen`).
 
     `retryable`: the same request may succeed later (throttling, a 5xx, a lost connection).
     `maybe_applied`: the request may have been applied although it failed on our side (a
     lost answer), so whatever it wrote may be there.
+    `step`: what was being read when a stored record could not be (`claim`, `get`, `replay`,
+    `scan`, ...); None for a failed request.
     """
 
     def __init__(
@@ -95,12 +99,43 @@ class StoreError(IdempotencyError):
         record: Any = None,
         retryable: bool = False,
         maybe_applied: bool = False,
+        step: str | None = None,
     ) -> None:
         super().__init__(message, key_hash=key_hash)
         self.code = code
         self.record = record
         self.retryable = retryable
         self.maybe_applied = maybe_applied
+        self.step = step
+
+
+STORED_RECORD_UNREADABLE = "StoredRecordUnreadable"
+"""A record's attributes are not what any version of this library (or Powertools) writes: a
+required one missing (`expiration`), one of the wrong DynamoDB type, a number that is no
+integer."""
+STORED_RESULT_UNREADABLE = "StoredResultUnreadable"
+"""A completed record's result cannot be turned back into what the first caller got: an
+unknown format byte, JSON that does not parse, an unknown tag, a chunk pointer or chunk
+that is missing or corrupt, a "not stored" marker that does not parse, no result at all."""
+UNKNOWN_RECORD_STATUS = "UnknownRecordStatus"
+"""A record whose status this library never writes (another library's, a hand-made one)."""
+UNREADABLE_CODES = frozenset(
+    {STORED_RECORD_UNREADABLE, STORED_RESULT_UNREADABLE, UNKNOWN_RECORD_STATUS}
+)
+"""The codes of a StoreError raised for what was read, not for a failed request. Never
+retryable: the same record answers the same way until it expires or an operator removes
+it. The handler never runs on such a record."""
+
+
+def unreadable(
+    code: str, what: str, *, key_hash: str | None = None, step: str | None = None
+) -> StoreError:
+    """The error for a stored record, result or chunk that cannot be read. `what` says what
+    is wrong in words of our own: never the stored bytes, which may hold anyone's data."""
+    noun = "result" if code == STORED_RESULT_UNREADABLE else "record"
+    return StoreError(
+        f"the stored {noun} cannot be read: {what}", key_hash=key_hash, code=code, step=step
+    )
 
 
 class MisuseError(IdempotencyError):

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Unpack
 
 from . import _encoding
-from ._errors import ConfigurationError, PayloadInvalidError, StoreError
+from ._errors import ConfigurationError, PayloadInvalidError
 from ._limits import ITEM_BYTES
 from ._record import AttributeNames, Record, Status
 from ._store import (
@@ -43,6 +43,11 @@ from ._store import (
     RECORD_EXPIRED,
     STILL_IN_PROGRESS,
     DynamoDBStore,
+    _binary,
+    _integer,
+    _optional,
+    _text,
+    _unreadable_record,
 )
 
 if TYPE_CHECKING:
@@ -224,10 +229,9 @@ class PowertoolsStore(DynamoDBStore):
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         if refused is None:
-            replaced = response.get("Attributes")
-            return True, None if replaced is None else self._record(replaced)
+            return True, self._replaced(response.get("Attributes"), pk)
         held = response.get("Item")
-        return False, self.get(pk) if held is None else self._record(held)
+        return False, self.get(pk) if held is None else self._record(held, "claim", pk)
 
     def inline_limit(self, pk: str, *, owner: str, payload_hash: str | None) -> int:
         """Powertools reads its results from the record itself: keep them there while the
@@ -271,7 +275,7 @@ class PowertoolsStore(DynamoDBStore):
         if refused is None:
             return True, None
         held = response.get("Item")
-        return False, None if held is None else self._record(held)
+        return False, None if held is None else self._record(held, "release", shown.pk)
 
     def _stored_status(self, status: Status) -> str:
         return IN_PROGRESS if status is Status.IN_PROGRESS else status.value
@@ -308,40 +312,49 @@ class PowertoolsStore(DynamoDBStore):
             yield {ours: {"B": blob}}, None
         yield {ours: {"B": self._pointer_to(pk, owner, blob)}}, blob
 
-    def _record(self, item: Mapping[str, Any]) -> Record:
+    def _record(self, item: Mapping[str, Any], step: str, pk: str | None = None) -> Record:
+        """Powertools' record (or ours on its table), or a StoreError naming what is wrong
+        with it. A completed record with neither `data` nor our `result` (or an empty
+        `data`) replays None, as Powertools replays it."""
         names = self.names
-        pk = self._pk_of(item)
-        text = str(item.get(names.status, {}).get("S", "none"))
-        status = _STATUSES.get(text)
-        if status is None:
-            raise StoreError(
-                f"the record has a status Powertools does not write: {text[:40]!r}",
-                key_hash=pk,
-                code="UnknownRecordStatus",
-            )
-        blob = item.get(names.result)
-        data = item.get(self.data_attr)
-        if blob is not None:
-            result: bytes | None = bytes(blob["B"])
-        elif data is not None:
-            result = _encoding.PLAIN + str(data["S"]).encode()
-        else:
-            result = None
-        lease = item.get(names.lease_until)
-        owner = item.get(names.owner)
-        payload = item.get(names.payload_hash)
-        claimed_at = item.get(names.claimed_at)
-        completed_at = item.get(names.completed_at)
+        name, kind = self.sort_key_attr or names.pk, "a string"
+        try:
+            pk = _text(item[name])
+            name = names.status
+            status = _STATUSES.get(_text(item[name]))
+            if status is None:
+                raise KeyError(name)
+            name, kind = names.expiration, "an integer"
+            expiration = _integer(item[name])
+            name = names.lease_until
+            lease_until = _optional(item.get(name), _integer)
+            name = names.claimed_at
+            claimed_at = _optional(item.get(name), _integer)
+            name = names.completed_at
+            completed_at = _optional(item.get(name), _integer)
+            name, kind = names.owner, "a string"
+            owner = _optional(item.get(name), _text)
+            name = names.payload_hash
+            payload_hash = _optional(item.get(name), _text)
+            name = self.data_attr
+            data = _optional(item.get(name), _text)
+            name, kind = names.result, "binary"
+            result = _optional(item.get(name), _binary)
+            if result is None and status is Status.COMPLETED:
+                name, kind = self.data_attr, "UTF-8 text"
+                result = _encoding.PLAIN + (data.encode() if data else b"null")
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise _unreadable_record(item, name, kind, names.status, step, pk) from None
         return Record(
             pk=pk,
             status=status,
-            expiration=int(item[names.expiration]["N"]),
-            lease_until=None if lease is None else int(lease["N"]),
-            owner=None if owner is None else owner["S"],
-            payload_hash=None if payload is None else payload["S"],
+            expiration=expiration,
+            lease_until=lease_until,
+            owner=owner,
+            payload_hash=payload_hash,
             result=result,
-            claimed_at=None if claimed_at is None else int(claimed_at["N"]),
-            completed_at=None if completed_at is None else int(completed_at["N"]),
+            claimed_at=claimed_at,
+            completed_at=completed_at,
         )
 
 

@@ -14,7 +14,6 @@ import math
 import os
 import random
 import warnings
-import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -22,6 +21,7 @@ from . import _encoding, _execution, _keys
 from ._cache import CachedResult, ResultCache
 from ._clock import Clock
 from ._errors import (
+    STORED_RESULT_UNREADABLE,
     CompletionConflictError,
     InProgressError,
     KeyMissingError,
@@ -29,6 +29,7 @@ from ._errors import (
     PayloadMismatchError,
     ScopeMissingError,
     StoreError,
+    unreadable,
 )
 from ._execution import Execution
 from ._log import emit
@@ -65,7 +66,6 @@ ReturnValuesOnConditionCheckFailure, a record deleted in between again and again
 UNSEEN = "ClaimRefusedRecordUnseen"
 _CLAIMED: Any = object()
 """What `_acquire` returns when the key is ours to run."""
-CORRUPT = "StoredResultUnreadable"
 
 
 class Settings(Value):
@@ -138,7 +138,7 @@ class Idempotency:
             self._check_payload(pk, cached.payload_hash, payload_hash)
             self._count("replayed", logging.DEBUG, pk, source="cache")
             info = ReplayInfo(pk, cached.completed_at, "cache")
-            return self._replayed(self._decode(cached.document, cached.typed), info)  # type: ignore[no-any-return]
+            return self._replayed(self._decode(cached.document, cached.typed, pk), info)  # type: ignore[no-any-return]
 
         store = self.settings.store()
         owner = os.urandom(OWNER_CHARS // 2).hex() if durable is None else durable.owner
@@ -481,17 +481,20 @@ class Idempotency:
         return released
 
     def _replay(self, store: DynamoDBStore, record: Record) -> Any:
-        blob = store.load_result(record)
-        if blob is not None and blob.startswith(_encoding.NOT_STORED):
-            self._count("replayed_not_stored", logging.WARNING, record.pk)
-            raise _encoding.not_stored_error(blob, record.pk)
+        """The completed record's result, decoded before it is cached; a result that cannot
+        be read (`StoredResultUnreadable`, logged with the key hash) never runs the handler."""
         try:
-            document, typed = (b"null", False) if blob is None else _encoding.unpack(blob)
-        except (ValueError, zlib.error) as exc:
-            self._count("store_error", logging.ERROR, record.pk, step="replay", code=CORRUPT)
-            raise StoreError(
-                "the stored result cannot be read", key_hash=record.pk, code=CORRUPT
-            ) from exc
+            blob = store.load_result(record)
+            if blob is not None and blob.startswith(_encoding.NOT_STORED):
+                not_stored = _encoding.not_stored_error(blob, record.pk)
+                if not isinstance(not_stored, StoreError):  # else a marker that does not parse
+                    self._count("replayed_not_stored", logging.WARNING, record.pk)
+                raise not_stored
+            document, typed = _encoding.unpack(blob, key_hash=record.pk)
+        except StoreError as exc:
+            self._count("store_error", logging.ERROR, record.pk, step="replay", code=exc.code)
+            raise
+        result = self._decode(document, typed, record.pk)
         if self.cache is not None:
             self.cache.put(
                 record.pk,
@@ -502,7 +505,7 @@ class Idempotency:
         self._note_run(record.claimed_at, record.completed_at)
         self._count("replayed", logging.DEBUG, record.pk, source="store")
         info = ReplayInfo(record.pk, record.completed_at, "store")
-        return self._replayed(self._decode(document, typed), info)
+        return self._replayed(result, info)
 
     def _wait(
         self, store: DynamoDBStore, held: Record, payload_hash: str | None, deadline_ms: int
@@ -620,8 +623,23 @@ class Idempotency:
             expiration = max(expiration, -(-lease_until_ms // 1000) + 1)
         return expiration
 
-    def _decode(self, document: bytes, typed: bool) -> Any:
-        return _encoding.rehydrate(_encoding.loads(document, typed), self._return_type())
+    def _decode(self, document: bytes, typed: bool, pk: str) -> Any:
+        """The result a stored (or cached) document holds, as the return annotation says;
+        StoreError `StoredResultUnreadable`, logged, for one that cannot be read."""
+        try:
+            value = _encoding.loads(document, typed, key_hash=pk)
+            try:
+                return _encoding.rehydrate(value, self._return_type())
+            except Exception:  # data the annotation's types refuse (one changed since?)
+                raise unreadable(
+                    STORED_RESULT_UNREADABLE,
+                    "it does not fit the function's return annotation",
+                    key_hash=pk,
+                    step="replay",
+                ) from None
+        except StoreError as exc:
+            self._count("store_error", logging.ERROR, pk, step="replay", code=exc.code)
+            raise
 
     def _replayed(self, result: Any, info: ReplayInfo) -> Any:
         on_replay = self.settings.on_replay

@@ -22,13 +22,21 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from ._encoding import CHUNKED
-from ._errors import CompletionConflictError, ConfigurationError, StoreError
+from ._errors import (
+    STORED_RECORD_UNREADABLE,
+    STORED_RESULT_UNREADABLE,
+    UNKNOWN_RECORD_STATUS,
+    CompletionConflictError,
+    ConfigurationError,
+    StoreError,
+    unreadable,
+)
 from ._keys import NATIVE_KEYS, KeyLayout
 from ._limits import ITEM_BYTES, WIDEST_NUMBER, item_size
 from ._record import AttributeNames, Record, Status
@@ -339,12 +347,11 @@ class DynamoDBStore:
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         if refused is None:
-            replaced = response.get("Attributes")
-            return True, None if replaced is None else self._record(replaced)
+            return True, self._replaced(response.get("Attributes"), pk)
         held = response.get("Item")
         if held is None:  # an endpoint that ignores ReturnValuesOnConditionCheckFailure
             return False, self.get(pk)
-        return False, self._record(held)
+        return False, self._record(held, "claim", pk)
 
     def complete(
         self,
@@ -593,7 +600,7 @@ class DynamoDBStore:
         if refused is None:
             return True, None
         held = response.get("Item")
-        return False, None if held is None else self._record(held)
+        return False, None if held is None else self._record(held, "extend", pk)
 
     def inline_limit(self, pk: str, *, owner: str, payload_hash: str | None) -> int:
         """The most result bytes the completed record holds and stays within RECORD_BYTES
@@ -679,7 +686,7 @@ class DynamoDBStore:
             ConsistentRead=True,
         )
         item = response.get("Item")
-        return None if item is None else self._record(item)
+        return None if item is None else self._record(item, "get", pk)
 
     def delete(self, pk: str) -> None:
         """Remove a record unconditionally (tests and clean-ups only: it breaks the fence and
@@ -720,7 +727,7 @@ class DynamoDBStore:
         if refused is None:
             return True, None
         held = response.get("Item")
-        current = None if held is None else self._record(held)
+        current = None if held is None else self._record(held, "release", shown.pk)
         if current is not None and current == Record(
             shown.pk, Status.RELEASED, now_ms // 1000 + TOMBSTONE_SECONDS, now_ms, shown.owner
         ):
@@ -792,10 +799,10 @@ class DynamoDBStore:
             records, unreadable = [], []
             for item in response.get("Items", []):
                 try:
-                    records.append(self._record(item))
-                except (StoreError, KeyError, ValueError, TypeError):
+                    records.append(self._record(item, "scan"))
+                except StoreError as exc:
                     # One record this library cannot read is reported, not a reason to stop.
-                    unreadable.append(self._pk_of(item))
+                    unreadable.append(exc.key_hash or "")
             yield ScanPage(
                 records=records,
                 scanned=int(response.get("ScannedCount", 0)),
@@ -808,14 +815,14 @@ class DynamoDBStore:
             request["ExclusiveStartKey"] = last_key
 
     def load_result(self, record: Record) -> bytes | None:
-        """The record's packed result, reassembled from its chunks when it was split."""
+        """The record's packed result, reassembled from its chunks when it was split. A
+        pointer that does not parse, and chunks missing or not what the pointer names, are
+        a StoreError `StoredResultUnreadable`: never a partial result."""
         blob = record.result
         if blob is None or blob[:1] != CHUNKED:
             return blob
-        pointer = json.loads(blob[1:])
-        keys = [
-            self._key(_chunk_pk(record.pk, pointer["owner"], i)) for i in range(pointer["count"])
-        ]
+        pointer = chunk_pointer(blob, key_hash=record.pk)
+        keys = [self._key(_chunk_pk(record.pk, pointer.owner, i)) for i in range(pointer.chunks)]
         # Chunks are immutable and written before the record names them: an eventually
         # consistent read either finds one whole or misses it, and only misses pay for a
         # strongly consistent read.
@@ -824,9 +831,14 @@ class DynamoDBStore:
         if missing:
             parts.update(self._batch_get(record.pk, missing, consistent=True))
         joined = b"".join(parts.get(self._pk_of(key), b"") for key in keys)
-        if hashlib.sha256(joined).hexdigest() != pointer["sha256"]:
+        digest = hashlib.sha256(joined).hexdigest()
+        if digest != pointer.sha256 or pointer.size not in (None, len(joined)):
             raise StoreError(
-                "a chunked result is incomplete or corrupt", key_hash=record.pk, record=record
+                "a chunked result is incomplete or corrupt",
+                key_hash=record.pk,
+                record=record,
+                code=STORED_RESULT_UNREADABLE,
+                step="replay",
             )
         return joined
 
@@ -850,7 +862,10 @@ class DynamoDBStore:
         for attempt in range(UNPROCESSED_ATTEMPTS):
             response, _ = self._send("batch_get_item", pk, set(), RequestItems=request)
             for item in response.get("Responses", {}).get(self.table_name, []):
-                parts[self._pk_of(item)] = item[names.result]["B"]
+                try:
+                    parts[_text(item[self.sort_key_attr or names.pk])] = _binary(item[names.result])
+                except (KeyError, TypeError, AttributeError):
+                    continue  # a chunk we never wrote so: missing, which the checksum tells
             request = response.get("UnprocessedKeys") or {}
             if not request:
                 break
@@ -944,36 +959,107 @@ class DynamoDBStore:
             raise _unbuildable(operation, pk, exc) from exc
         return response, None
 
-    def _record(self, item: Mapping[str, Any]) -> Record:
-        names = self.names
-        pk = self._pk_of(item)
+    def _replaced(self, item: Mapping[str, Any] | None, pk: str) -> Record | None:
+        """The record a won claim replaced, for the log only. DynamoDB's condition already
+        found it expired, lapsed or released by its own attributes, so the key was free
+        whatever else it holds: one that cannot be read is not an error here."""
+        if item is None:
+            return None
         try:
-            status = Status(item[names.status]["S"])
-        except (KeyError, ValueError) as exc:
-            # Another library's record, or a hand-made one: never guess what it means.
-            shown = str(item.get(names.status, {}).get("S", "none"))[:40]
-            raise StoreError(
-                f"the record has a status this library does not write: {shown!r}",
-                key_hash=pk,
-                code="UnknownRecordStatus",
-            ) from exc
-        lease = item.get(names.lease_until)
-        owner = item.get(names.owner)
-        payload = item.get(names.payload_hash)
-        result = item.get(names.result)
-        claimed_at = item.get(names.claimed_at)
-        completed_at = item.get(names.completed_at)
+            return self._record(item, "claim", pk)
+        except StoreError:
+            return None
+
+    def _record(self, item: Mapping[str, Any], step: str, pk: str | None = None) -> Record:
+        """The record in a stored item, or a StoreError naming what is wrong with it (the
+        attribute, never its value): every stored byte is untrusted."""
+        names = self.names
+        name, kind = self.sort_key_attr or names.pk, "a string"
+        try:
+            pk = _text(item[name])
+            name = names.status
+            status = _STATUSES.get(_text(item[name]))
+            if status is None:
+                raise KeyError(name)
+            name, kind = names.expiration, "an integer"
+            expiration = _integer(item[name])
+            name = names.lease_until
+            lease_until = _optional(item.get(name), _integer)
+            name = names.claimed_at
+            claimed_at = _optional(item.get(name), _integer)
+            name = names.completed_at
+            completed_at = _optional(item.get(name), _integer)
+            name, kind = names.owner, "a string"
+            owner = _optional(item.get(name), _text)
+            name = names.payload_hash
+            payload_hash = _optional(item.get(name), _text)
+            name, kind = names.result, "binary"
+            result = _optional(item.get(name), _binary)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise _unreadable_record(item, name, kind, names.status, step, pk) from None
         return Record(
             pk=pk,
             status=status,
-            expiration=int(item[names.expiration]["N"]),
-            lease_until=None if lease is None else int(lease["N"]),
-            owner=None if owner is None else owner["S"],
-            payload_hash=None if payload is None else payload["S"],
-            result=None if result is None else bytes(result["B"]),
-            claimed_at=None if claimed_at is None else int(claimed_at["N"]),
-            completed_at=None if completed_at is None else int(completed_at["N"]),
+            expiration=expiration,
+            lease_until=lease_until,
+            owner=owner,
+            payload_hash=payload_hash,
+            result=result,
+            claimed_at=claimed_at,
+            completed_at=completed_at,
         )
+
+
+_STATUSES = {status.value: status for status in Status}
+
+
+def _text(value: Any) -> str:
+    """An S attribute's string (KeyError / TypeError for any other attribute value)."""
+    text = value["S"]
+    if type(text) is not str:
+        raise TypeError("S")
+    return text
+
+
+def _integer(value: Any) -> int:
+    """An N attribute that holds an integer, as every number this library writes does."""
+    text = value["N"]
+    if type(text) is not str:
+        raise TypeError("N")
+    return int(text)
+
+
+def _binary(value: Any) -> bytes:
+    blob = value["B"]
+    if type(blob) is bytes:
+        return blob
+    if type(blob) is bytearray:
+        return bytes(blob)
+    raise TypeError("B")
+
+
+def _optional(value: Any, read: Callable[[Any], Any]) -> Any:
+    return None if value is None else read(value)
+
+
+def _unreadable_record(
+    item: Any, name: str, kind: str, status_name: str, step: str, pk: str | None
+) -> StoreError:
+    """Why a stored item is no record, in words of our own: the attribute and what it
+    should be, never the stored value (the status excepted: it names a state, not data)."""
+    present = isinstance(item, Mapping) and item.get(name) is not None
+    if name == status_name:
+        status = item.get(name) if isinstance(item, Mapping) else None
+        text = status.get("S") if isinstance(status, Mapping) else None
+        shown = text[:40] if type(text) is str else "none"
+        return StoreError(
+            f"the record has a status this library does not write: {shown!r}",
+            key_hash=pk,
+            code=UNKNOWN_RECORD_STATUS,
+            step=step,
+        )
+    what = f"its {name!r} is not {kind}" if present else f"its {name!r} is missing"
+    return unreadable(STORED_RECORD_UNREADABLE, what, key_hash=pk, step=step)
 
 
 class StoredForm(Value):
@@ -997,12 +1083,68 @@ class ScanPage(Value):
 
 
 def stored_result_bytes(record: Record) -> int:
-    """The stored (packed) size of a record's result, chunks included."""
+    """The stored (packed) size of a record's result, chunks included (0 for a pointer
+    written before pointers said their size)."""
     if record.result is None:
         return 0
-    if record.result[:1] == CHUNKED:
-        return int(json.loads(record.result[1:]).get("bytes", 0))
-    return len(record.result)
+    if record.result[:1] != CHUNKED:
+        return len(record.result)
+    try:
+        size = json.loads(record.result[1:]).get("bytes", 0)
+    except (ValueError, RecursionError, AttributeError):
+        size = None
+    if type(size) is not int or size < 0:
+        raise unreadable(
+            STORED_RESULT_UNREADABLE,
+            "its chunk pointer does not parse, or its size is no count of bytes",
+            key_hash=record.pk,
+            step="inspect",
+        )
+    return size
+
+
+MAX_CHUNKS = 100
+"""The most chunks a pointer may name: what one BatchGetItem reads (`load_result` sends
+one). A result of at most MAX_STORED_BYTES takes far fewer."""
+
+
+class ChunkPointer(Value):
+    """What a chunked record's result attribute holds instead of the result."""
+
+    owner: str
+    """The owner token of the claim that wrote the chunks: part of their keys."""
+    chunks: int
+    sha256: str
+    """Hex digest of the joined chunks."""
+    size: int | None = None
+    """The joined chunks' length; None in pointers written before it was recorded."""
+
+
+def chunk_pointer(blob: bytes, *, key_hash: str | None, step: str = "replay") -> ChunkPointer:
+    """The pointer in a CHUNKED blob; StoreError `StoredResultUnreadable` for one that does
+    not parse, or lacks its owner, count (1 to MAX_CHUNKS) or checksum."""
+    try:
+        pointer = json.loads(blob[1:])
+    except (ValueError, RecursionError):
+        pointer = None
+    if type(pointer) is dict:
+        owner, count = pointer.get("owner"), pointer.get("count")
+        digest, size = pointer.get("sha256"), pointer.get("bytes")
+        if (
+            type(owner) is str
+            and owner
+            and type(count) is int
+            and 0 < count <= MAX_CHUNKS
+            and type(digest) is str
+            and (size is None or (type(size) is int and size >= 0))
+        ):
+            return ChunkPointer(owner, count, digest, size)
+    raise unreadable(
+        STORED_RESULT_UNREADABLE,
+        "its chunk pointer does not parse, or lacks its owner, count or checksum",
+        key_hash=key_hash,
+        step=step,
+    )
 
 
 def _pointer_bytes(owner: str, sha256: str, count: int, stored_bytes: int) -> bytes:

@@ -276,7 +276,9 @@ def test_a_stored_result_that_cannot_be_read_is_a_store_error_not_a_rerun(
 
     assert failed.value.code == "StoredResultUnreadable"
     assert failed.value.key_hash == pk
-    assert str(failed.value) == "the stored result cannot be read"
+    assert str(failed.value) == (
+        "the stored result cannot be read: unknown stored result format b'\\x00'"
+    )
     assert lines(caplog) == [
         (
             logging.ERROR,
@@ -291,9 +293,10 @@ def test_a_stored_result_that_cannot_be_read_is_a_store_error_not_a_rerun(
     assert runs == []
 
 
-def test_a_completed_record_without_a_result_replays_none(store: DynamoDBStore) -> None:
-    """A record completed with no result attribute (Powertools stores none for a None
-    result): the replay is None, not an error and not a second run."""
+def test_a_completed_record_without_a_result_is_unreadable_not_none(store: DynamoDBStore) -> None:
+    """A native record completed with no result attribute: no version of this library
+    writes one, so what the first caller got is unknown. It is a StoreError, never a guess
+    (None) and never a second run. (Powertools' layout replays None, as Powertools does.)"""
     handler, runs = handler_for(store)
     pk, payload_hash = handler.idempotency._identify(EVENT)
     store.client.put_item(
@@ -305,7 +308,9 @@ def test_a_completed_record_without_a_result_replays_none(store: DynamoDBStore) 
             "payload_hash": {"S": payload_hash},
         },
     )
-    assert handler(dict(EVENT), None) is None
+    with pytest.raises(StoreError) as failed:
+        handler(dict(EVENT), None)
+    assert (failed.value.code, failed.value.step) == ("StoredResultUnreadable", "replay")
     assert runs == []
 
 
