@@ -38,6 +38,9 @@ PROMISE_MODULES = (
     "_record",
     "_encoding",
     "_execution",
+    "_limits",
+    "_callables",
+    "_durable",
 )
 STORE_POLICY = (
     # What an HTTP response or a batch record stores and replays, and under which key.
