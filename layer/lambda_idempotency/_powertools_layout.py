@@ -43,11 +43,8 @@ from ._store import (
     RECORD_EXPIRED,
     STILL_IN_PROGRESS,
     DynamoDBStore,
-    _binary,
-    _integer,
     _optional,
     _text,
-    _unreadable_record,
 )
 
 if TYPE_CHECKING:
@@ -312,50 +309,20 @@ class PowertoolsStore(DynamoDBStore):
             yield {ours: {"B": blob}}, None
         yield {ours: {"B": self._pointer_to(pk, owner, blob)}}, blob
 
-    def _record(self, item: Mapping[str, Any], step: str, pk: str | None = None) -> Record:
-        """Powertools' record (or ours on its table), or a StoreError naming what is wrong
-        with it. A completed record with neither `data` nor our `result` (or an empty
-        `data`) replays None, as Powertools replays it."""
-        names = self.names
-        name, kind = self.sort_key_attr or names.pk, "a string"
-        try:
-            pk = _text(item[name])
-            name = names.status
-            status = _STATUSES.get(_text(item[name]))
-            if status is None:
-                raise KeyError(name)
-            name, kind = names.expiration, "an integer"
-            expiration = _integer(item[name])
-            name = names.lease_until
-            lease_until = _optional(item.get(name), _integer)
-            name = names.claimed_at
-            claimed_at = _optional(item.get(name), _integer)
-            name = names.completed_at
-            completed_at = _optional(item.get(name), _integer)
-            name, kind = names.owner, "a string"
-            owner = _optional(item.get(name), _text)
-            name = names.payload_hash
-            payload_hash = _optional(item.get(name), _text)
-            name = self.data_attr
-            data = _optional(item.get(name), _text)
-            name, kind = names.result, "binary"
-            result = _optional(item.get(name), _binary)
-            if result is None and status is Status.COMPLETED:
-                name, kind = self.data_attr, "UTF-8 text"
-                result = _encoding.PLAIN + (data.encode() if data else b"null")
-        except (KeyError, TypeError, ValueError, AttributeError):
-            raise _unreadable_record(item, name, kind, names.status, step, pk) from None
-        return Record(
-            pk=pk,
-            status=status,
-            expiration=expiration,
-            lease_until=lease_until,
-            owner=owner,
-            payload_hash=payload_hash,
-            result=result,
-            claimed_at=claimed_at,
-            completed_at=completed_at,
-        )
+    _statuses = _STATUSES
+
+    def _result_fallback_name(self) -> str:
+        return self.data_attr
+
+    def _replayed_result(
+        self, item: Mapping[str, Any], status: Status, result: bytes | None
+    ) -> bytes | None:
+        """Our `result`, or else Powertools' `data`: a completed record with neither (or an
+        empty `data`) replays None, as Powertools replays it."""
+        data = _optional(item.get(self.data_attr), _text)
+        if result is None and status is Status.COMPLETED:
+            return _encoding.PLAIN + (data.encode() if data else b"null")
+        return result
 
 
 def _as_powertools_data(typed_blob: bytes) -> str | None:

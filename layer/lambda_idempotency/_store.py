@@ -970,6 +970,19 @@ class DynamoDBStore:
         except StoreError:
             return None
 
+    _statuses: Mapping[str, Status] = {status.value: status for status in Status}
+    """The stored status texts this layout writes, and what each means."""
+
+    def _result_fallback_name(self) -> str:
+        """The attribute `_replayed_result` reads besides our `result` (none here)."""
+        return self.names.result
+
+    def _replayed_result(
+        self, item: Mapping[str, Any], status: Status, result: bytes | None
+    ) -> bytes | None:
+        """What a record replays: our `result` (a layout may read another attribute too)."""
+        return result
+
     def _record(self, item: Mapping[str, Any], step: str, pk: str | None = None) -> Record:
         """The record in a stored item, or a StoreError naming what is wrong with it (the
         attribute, never its value): every stored byte is untrusted."""
@@ -978,7 +991,7 @@ class DynamoDBStore:
         try:
             pk = _text(item[name])
             name = names.status
-            status = _STATUSES.get(_text(item[name]))
+            status = self._statuses.get(_text(item[name]))
             if status is None:
                 raise KeyError(name)
             name, kind = names.expiration, "an integer"
@@ -995,6 +1008,8 @@ class DynamoDBStore:
             payload_hash = _optional(item.get(name), _text)
             name, kind = names.result, "binary"
             result = _optional(item.get(name), _binary)
+            name, kind = self._result_fallback_name(), "UTF-8 text"
+            result = self._replayed_result(item, status, result)
         except (KeyError, TypeError, ValueError, AttributeError):
             raise _unreadable_record(item, name, kind, names.status, step, pk) from None
         return Record(
@@ -1008,9 +1023,6 @@ class DynamoDBStore:
             claimed_at=claimed_at,
             completed_at=completed_at,
         )
-
-
-_STATUSES = {status.value: status for status in Status}
 
 
 def _text(value: Any) -> str:
