@@ -15,6 +15,7 @@ import boto3
 import botocore
 import botocore.auth
 import botocore.client
+import botocore.compat
 import botocore.history
 import botocore.parsers
 import pytest
@@ -137,6 +138,13 @@ def test_a_botocore_that_behaves_otherwise_gets_every_call_through_the_client(
     first.get("k")
     first.get("k")
     second.get("k")
+    if drift is change_the_canonical_request and botocore.compat.HAS_CRT:
+        # With awscrt both ways sign with the CRT's signer, which this drift of the Python
+        # signer does not reach: there is no difference, and the path stays.
+        assert isinstance(first._caller(), FastWire)
+        assert made == [] and len(script.requests) == 3
+        assert warnings(caplog) == []
+        return
     assert first._caller() is client
     assert second._caller() is client
     assert made == ["GetItem"] * 3  # botocore's own `_make_api_call` made each call
