@@ -339,3 +339,18 @@ def test_every_placement_fits_400_kb_and_keeps_the_result(
     else:
         assert placed.chunks == blob and stored.startswith(_encoding.CHUNKED)
         assert json.loads(stored[1:])["bytes"] == len(blob)
+
+
+@pytest.mark.parametrize("digits", range(1, 39))
+def test_a_number_is_sized_by_its_significant_digits(digits: int) -> None:
+    """DynamoDB: 1 byte per two significant digits, plus 1 (here the name's byte besides)."""
+    assert item_size({"n": {"N": "7" * digits}}) == 1 + (digits + 1) // 2 + 1
+
+
+def test_a_sort_key_attribute_name_past_255_bytes_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="key attribute"):
+        idempotent(key="id", store=store(sort_key_attr="s" * 256))(handler)
+
+
+def test_a_static_partition_value_of_2048_bytes_is_taken() -> None:
+    idempotent(key="id", store=store(sort_key_attr="sk", static_pk_value="s" * 2048))(handler)
