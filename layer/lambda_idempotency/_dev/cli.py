@@ -16,8 +16,11 @@ Operators, on any table (AWS or local):
     release  (--pk PK | --key ...) --yes [--force]            let one key run again (a
                                                               tombstone, conditional on the
                                                               record shown)
-    doctor   [TABLE] [--layout powertools] [--sort-key-attr A]   the table's set-up, check by
-                                                                check, with the fixes
+    doctor   [TABLE]                                          the table's set-up, check by
+                                                              check, with the fixes
+
+Each reads the table as the functions' store does: --layout powertools, --sort-key-attr A,
+--key-attr A, --expiry-attr A, --hash-function F (Powertools' hash_function), as configured.
 """
 
 from __future__ import annotations
@@ -342,7 +345,8 @@ def _read_event(path: Path) -> Any:
 
 def _store(args: argparse.Namespace, config: Any = None) -> DynamoDBStore:
     """The table from --table, else IDEMPOTENCY_TABLE, else the template's idempotency table,
-    in the layout the options name (`doctor` takes them; the other commands the default)."""
+    in the layout the options name (--layout, --sort-key-attr, ...), as the functions
+    configure their store."""
     from .._record import AttributeNames
     from .._store import DynamoDBStore
 
@@ -357,8 +361,14 @@ def _store(args: argparse.Namespace, config: Any = None) -> DynamoDBStore:
     key_attr, expiry_attr = getattr(args, "key_attr", None), getattr(args, "expiry_attr", None)
     names: dict[str, Any] = {}
     if layout == "powertools":
-        names = {"key_attr": key_attr, "expiry_attr": expiry_attr}
+        names = {
+            "key_attr": key_attr,
+            "expiry_attr": expiry_attr,
+            "hash_function": getattr(args, "hash_function", None),
+        }
         names = {option: value for option, value in names.items() if value is not None}
+    elif getattr(args, "hash_function", None) is not None:
+        raise CommandError("--hash-function is only for --layout powertools")
     elif key_attr is not None or expiry_attr is not None:
         defaults = AttributeNames()
         names["attribute_names"] = defaults._replace(
@@ -431,9 +441,9 @@ def _no_table(store: DynamoDBStore, args: argparse.Namespace) -> CommandError:
     return CommandError(f"no table {store.table_name} at {where}{there}: {fix}")
 
 
-def _pk(args: argparse.Namespace) -> str:
-    from .._keys import key_hash
-
+def _pk(args: argparse.Namespace, store: DynamoDBStore) -> str:
+    """The record's stored key: --pk as given, or --key (and --scope) hashed as the store's
+    layout hashes them, so a Powertools table is found by the same key its functions use."""
     if args.pk is not None:
         return str(args.pk)
     if args.key is None or args.namespace is None:
@@ -442,8 +452,12 @@ def _pk(args: argparse.Namespace) -> str:
     if args.json_values:
         key = _json_value(key, "--key")
         scope = None if scope is None else _json_value(scope, "--scope")
+    if scope is not None and not store.layout.supports_scope:
+        raise CommandError(
+            "--scope: the Powertools layout has no scope (tenant) in its keys; drop --scope"
+        )
     try:
-        return key_hash(args.namespace, scope, key)
+        return store.layout.record_key(args.namespace, scope, key)
     except IdempotencyError as exc:
         raise CommandError(f"--key or --scope cannot be hashed: {exc}") from exc
 
@@ -603,7 +617,8 @@ def _when(ms: int, now_ms: int) -> str:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    store, pk = _store(args, _operator_config()), _pk(args)
+    store = _store(args, _operator_config())
+    pk = _pk(args, store)
     problem = None
     with _on_table(store, args):
         record = _read(store, pk)
@@ -715,7 +730,8 @@ def _age_and_lease(described: dict[str, Any]) -> str:
 
 
 def _cmd_release(args: argparse.Namespace) -> int:
-    store, pk = _store(args, _operator_config()), _pk(args)
+    store = _store(args, _operator_config())
+    pk = _pk(args, store)
     with _on_table(store, args):
         return _release(store, pk, args)
 
@@ -955,6 +971,7 @@ def _add_operators(add: Any) -> None:
     table.add_argument("--region", help="AWS region (default: the environment's)")
     table.add_argument("--profile", help="AWS profile (default: the environment's)")
     table.add_argument("--json", action="store_true", help="print JSON")
+    _add_layout_options(table)
     record = argparse.ArgumentParser(add_help=False, parents=[table])
     record.add_argument("--pk", help="the stored key, as in logs and errors (key_hash)")
     record.add_argument("--key", help="the raw idempotency key (hashed here, never sent)")
@@ -1009,6 +1026,21 @@ def _add_operators(add: Any) -> None:
     release.set_defaults(run=_cmd_release)
 
 
+def _add_layout_options(command: argparse.ArgumentParser) -> None:
+    """The store's layout options, as the functions configure it: every command that reads
+    the table must read its records and keys as they do."""
+    command.add_argument(
+        "--layout", choices=("native", "powertools"), default="native", help="default: native"
+    )
+    command.add_argument("--sort-key-attr", help="the store's sort_key_attr (composite key)")
+    command.add_argument("--key-attr", help="the store's key attribute, if renamed")
+    command.add_argument("--expiry-attr", help="the store's expiration (TTL) attribute, if renamed")
+    command.add_argument(
+        "--hash-function",
+        help="Powertools layout: its hash_function (a hashlib name), if not md5",
+    )
+
+
 def _add_doctor(add: Any) -> None:
     checkup = add(
         "doctor",
@@ -1035,12 +1067,7 @@ def _add_doctor(add: Any) -> None:
     )
     checkup.add_argument("--region", help="AWS region (default: the environment's)")
     checkup.add_argument("--profile", help="AWS profile (default: the environment's)")
-    checkup.add_argument(
-        "--layout", choices=("native", "powertools"), default="native", help="default: native"
-    )
-    checkup.add_argument("--sort-key-attr", help="the store's sort_key_attr (composite key)")
-    checkup.add_argument("--key-attr", help="the store's key attribute, if renamed")
-    checkup.add_argument("--expiry-attr", help="the store's expiration (TTL) attribute, if renamed")
+    _add_layout_options(checkup)
     checkup.add_argument("--json", action="store_true", help="print JSON")
     checkup.set_defaults(run=_cmd_doctor)
 
@@ -1051,6 +1078,11 @@ _STORE_ERROR_HINTS = {
     "InvalidSignatureException": "the credentials or region are wrong",
     "AccessDeniedException": "these credentials may not read or write this table",
     "ExpiredTokenException": "the session token has expired",
+    "ValidationException": (
+        "DynamoDB refused the request's shape: if the table's key is not the store's, pass "
+        "--layout, --sort-key-attr or --key-attr as the functions configure the store "
+        "(`lambda-idempotency doctor` names the ones that fit)"
+    ),
 }
 
 
