@@ -103,7 +103,8 @@ class LambdaEnvironment:
     made from `_X_AMZN_TRACE_ID` (Lambda's, with its sampling decision), each subsegment sent
     as a UDP datagram to AWS_XRAY_DAEMON_ADDRESS when it ends. The daemon here is a loopback
     socket nobody reads: what the SDK does per request is what it does in Lambda, and the
-    kernel drops what overflows. Powertools Tracer is on only where LAMBDA_TASK_ROOT is set."""
+    kernel drops what overflows. Powertools Tracer is on only where LAMBDA_TASK_ROOT is set.
+    (The SDK also touches its "initialized" file in the temporary directory, as in Lambda.)"""
 
     def __init__(self, *, sampled: bool) -> None:
         self.sampled = sampled
