@@ -7,6 +7,8 @@ absolute timings are noisy. Sections, one module each:
 
     cpu          CPU per invocation (logging unconfigured and at INFO), DynamoDB answered from a
                  recording (botocore still works), and peak heap per invocation path
+    production   CPU per invocation under X-Ray, Powertools Tracer, OpenTelemetry and a
+                 user's before-call hook, and whether the fast wire path serves under each
     round_trips  requests per scenario, counted with botocore's event hooks
     latency      end-to-end p50 / p99 on DynamoDB Local over loopback
     cold_start   import time over boto3: from the SAM-built layer as shipped, and installed

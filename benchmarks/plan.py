@@ -14,6 +14,8 @@ class Plan:
     cpu_chunk: int = 40
     wire_rounds: int = 15
     wire_chunk: int = 120
+    production_rounds: int = 20
+    production_chunk: int = 30
     latency_calls: int = 500
     import_runs: int = 15
     layer_import_runs: int = 15
@@ -44,6 +46,8 @@ class Plan:
             cpu_chunk=3,
             wire_rounds=1,
             wire_chunk=3,
+            production_rounds=1,
+            production_chunk=2,
             latency_calls=3,
             import_runs=1,
             layer_import_runs=1,

@@ -18,6 +18,7 @@ from . import (
     hot_key,
     latency,
     placement,
+    production_setups,
     report,
     round_trips,
     rss,
@@ -34,6 +35,7 @@ from .workload import create_table, dynamodb_client
 SECTIONS = (
     "cpu",
     "wire",
+    "production",
     "round_trips",
     "latency",
     "cold_start",
@@ -71,7 +73,8 @@ def _cpu_sections(
     wanted: set[str],
     log: Callable[[str], None],
 ) -> dict[str, Section]:
-    """CPU and round trips per invocation, and the fast wire path against boto3."""
+    """CPU and round trips per invocation, the fast wire path against boto3, and both
+    libraries under the tracers and hooks users run in production."""
     sections = {}
     if wanted & {"cpu", "round_trips"}:
         log("recording the scenarios on DynamoDB Local")
@@ -92,6 +95,13 @@ def _cpu_sections(
         log("the fast wire path against boto3, per call and per invocation")
         sections["wire"] = wire.section(
             wire.measure(endpoint_url, plan.wire_rounds, plan.wire_chunk)
+        )
+    if "production" in wanted:
+        log("tracers and hooks of production setups, one fresh interpreter each")
+        sections["production"] = production_setups.section(
+            production_setups.measure(
+                endpoint_url, rounds=plan.production_rounds, chunk=plan.production_chunk
+            )
         )
     return sections
 

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.dynamodb_local
 
 SECTION_TITLES = (
     "## CPU per invocation",
+    "## Production setups: tracers and hooks",
     "## Round trips",
     "## End-to-end latency",
     "## Cold start",
@@ -53,6 +54,11 @@ def test_the_suite_writes_a_report_with_every_section(
     for title in SECTION_TITLES:
         assert title in text
     assert "root logger at INFO" in text
+    # production setups, each in an interpreter of its own: the fast path serves only the
+    # plain setup, and each tracer or hook saw every request of every path (header included)
+    assert text.count("| serves |") == 2
+    assert text.count("| steps aside |") == 10
+    assert "MISSED" not in text
     assert "random text" in text and "BatchWriteItem" in text  # the chunk path was taken
     assert "computed from DynamoDB's documented rules" in text
     assert "no bytecode" in text

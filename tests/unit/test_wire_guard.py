@@ -291,3 +291,46 @@ def test_a_client_with_its_own_request_signer_gets_the_call() -> None:
     replaced = mock.Mock(wraps=client._request_signer)
     client._request_signer = replaced
     assert not wire.usable("get_item")
+
+
+# -- a tracer as users install it -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("first_call", ["before", "after"])
+def test_opentelemetrys_botocore_instrumentation_gets_a_span_and_a_header_per_request(
+    first_call: str,
+) -> None:
+    """BotocoreInstrumentor wraps `_make_api_call` (the span) and `prepare_request` (the trace
+    header) on botocore's classes, whether the store already made its first call or not: each
+    of the store's requests is made by the client, in a span, carrying that span's header.
+    Uninstrumented, the path serves that client again. (X-Ray's patch cannot be undone in a
+    test run: benchmarks/production_setups.py checks it in interpreters of its own.)"""
+    from opentelemetry.instrumentation.botocore import BotocoreInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    client = our_client()
+    wire = scripted(client)
+    store = DynamoDBStore("idempotency", client=client)
+    if first_call == "before":
+        store.get("k")
+        assert isinstance(store._caller(), FastWire)  # the lean path built and serving
+    instrumentor = BotocoreInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    try:
+        store.get("k")
+        store.claim("k", owner="o", payload_hash="h", now_ms=1, lease_until_ms=2, expiration_s=3)
+    finally:
+        instrumentor.uninstrument()
+    traced = spans.get_finished_spans()
+    assert [span.name for span in traced] == ["DynamoDB.GetItem", "DynamoDB.PutItem"]
+    for span, request in zip(traced, wire.requests[-2:], strict=True):
+        header = request.headers["X-Amzn-Trace-Id"].decode()
+        assert f"Parent={span.context.span_id:016x}" in header
+    caller = store._caller()
+    if isinstance(caller, FastWire):
+        assert caller.usable("get_item")  # the wrappers gone: the path again
