@@ -32,9 +32,8 @@ from ._errors import (
     StoreError,
 )
 from ._execution import Execution, current_execution
-from ._record import AttributeNames, Record, ReplayInfo, Status
+from ._record import AttributeNames, OnReplay, Record, ReplayInfo, Status
 from ._store import DynamoDBStore
-from ._types import OnReplay
 
 if _typing.TYPE_CHECKING:
     from ._batch import BatchResponse, idempotent_record, process_batch

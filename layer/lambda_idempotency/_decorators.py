@@ -19,8 +19,8 @@ from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import ConfigurationError
 from ._keys import NATIVE_KEYS, Selector
 from ._protocol import DEFAULT_CLOCK_SKEW_SECONDS, Idempotency, Settings
+from ._record import InProgressPolicy, OnReplay
 from ._store import DynamoDBStore
-from ._types import InProgressPolicy, OnReplay
 
 if TYPE_CHECKING:
     from ._metrics import MetricsOption

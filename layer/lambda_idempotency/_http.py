@@ -32,9 +32,9 @@ from ._errors import (
 from ._keys import Selector
 from ._log import emit
 from ._protocol import Idempotency
+from ._record import OnReplay
 from ._tenant import authorizer_principal  # noqa: F401 (its former home; still importable)
 from ._tenant import principal_or_anonymous as _principal_or_anonymous
-from ._types import OnReplay
 
 if TYPE_CHECKING:
     from ._options import Options

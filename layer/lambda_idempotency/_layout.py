@@ -6,8 +6,6 @@ reads back as a `Record`. The key hashing is the same object's (`_keys.NativeKey
 `NATIVE_KEYS` is the native layout; `_powertools_layout.PowertoolsLayout`), so a store holds
 one layout and a decorator asks the store's layout for its keys. The store does the I/O;
 a layout only builds and reads attributes, and knows no store.
-
-Condition fragments (expired items linger for days, so "expired" counts as "absent"):
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ from typing import Any
 from ._errors import STORED_RECORD_UNREADABLE, UNKNOWN_RECORD_STATUS, StoreError, unreadable
 from ._record import AttributeNames, Record, Status
 
+# -- Condition fragments. Expired items linger for days, so "expired" counts as "absent".
 KEY_ABSENT = "attribute_not_exists(#pk)"
 """No record: nobody has claimed the key yet."""
 NOT_MINE = "(attribute_not_exists(#owner) OR #owner <> :owner)"

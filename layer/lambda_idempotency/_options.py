@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from ._clock import Clock
     from ._keys import Selector
     from ._metrics import MetricsOption
+    from ._record import InProgressPolicy, OnReplay
     from ._store import DynamoDBStore
-    from ._types import InProgressPolicy, OnReplay
 
 
 class Options(TypedDict, total=False):

@@ -33,9 +33,8 @@ from ._errors import (
 )
 from ._execution import Execution
 from ._log import emit
-from ._record import Record, ReplayInfo, Status
+from ._record import OnReplay, Record, ReplayInfo, Status
 from ._store import OWNER_CHARS, DynamoDBStore, StoredForm
-from ._types import OnReplay
 from ._value import Value
 
 if TYPE_CHECKING:

@@ -14,6 +14,10 @@ Timeline of one key, and what each condition closes:
 
 Times in conditions come from the callers' clocks, which may differ by `skew_ms`: a lease
 counts as lapsed, and a record as expired, only once it is so on a clock that far behind.
+
+The conditions' named fragments, the status texts, what a release writes, where a result
+goes and how an item reads back are the record format: the store's `layout` (`_layout`),
+native or Powertools', which the store holds and sends requests for.
 """
 
 from __future__ import annotations
