@@ -32,15 +32,15 @@ from ._errors import (
     StoreError,
 )
 from ._execution import Execution, current_execution
-from ._protocol import OnReplay
-from ._record import AttributeNames, Record, ReplayInfo, Status
+from ._record import AttributeNames, OnReplay, Record, ReplayInfo, Status
 from ._store import DynamoDBStore
 
 if _typing.TYPE_CHECKING:
     from ._batch import BatchResponse, idempotent_record, process_batch
     from ._durable import durable_step_key
     from ._http import HttpResponse, idempotent_http
-    from ._options import Options, PowertoolsOptions
+    from ._options import Options
+    from ._powertools_layout import PowertoolsOptions
 
 _FRONT_ENDS = {
     "BatchResponse": "_batch",
@@ -50,7 +50,7 @@ _FRONT_ENDS = {
     "HttpResponse": "_http",
     "idempotent_http": "_http",
     "Options": "_options",
-    "PowertoolsOptions": "_options",
+    "PowertoolsOptions": "_powertools_layout",
 }
 """Imported on first use: a handler pays at cold start only for the front end it uses, and
 nothing for the option types, which only a type checker or a reader needs."""

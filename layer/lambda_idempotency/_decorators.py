@@ -10,7 +10,7 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack
 
 from . import _encoding, _execution, _keys, _limits, _observe
 from ._cache import ResultCache
@@ -18,16 +18,16 @@ from ._callables import call_settled, check_callable
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import ConfigurationError
 from ._keys import NATIVE_KEYS, Selector
-from ._protocol import DEFAULT_CLOCK_SKEW_SECONDS, Idempotency, OnReplay, Settings
+from ._protocol import DEFAULT_CLOCK_SKEW_SECONDS, Idempotency, Settings
+from ._record import InProgressPolicy, OnReplay
 from ._store import DynamoDBStore
 
 if TYPE_CHECKING:
-    from ._observe import MetricsOption
+    from ._metrics import MetricsOption
     from ._options import Options
 
 P = ParamSpec("P")
 R = TypeVar("R")
-InProgressPolicy = Literal["raise", "wait"]
 
 
 def _store_all(result: Any) -> bool:

@@ -31,7 +31,8 @@ from ._errors import (
 )
 from ._keys import Selector
 from ._log import emit
-from ._protocol import Idempotency, OnReplay
+from ._protocol import Idempotency
+from ._record import OnReplay
 from ._tenant import authorizer_principal  # noqa: F401 (its former home; still importable)
 from ._tenant import principal_or_anonymous as _principal_or_anonymous
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from . import _canonical
 from ._errors import ConfigurationError, PayloadInvalidError
+from ._layout import Layout
 
 Selector = str | Callable[[Any], Any]
 """A JMESPath expression over the event (Powertools' functions available), or a callable."""
@@ -238,8 +239,9 @@ def payload_hash(payload: Any) -> str:
     return _sha256(payload, "payload")
 
 
-class NativeKeys:
-    """Our own layout: `namespace#sha256(canonical JSON of [scope, key])`."""
+class NativeKeys(Layout):
+    """Our own layout: `namespace#sha256(canonical JSON of [scope, key])`, and our own
+    record format (`Layout`'s)."""
 
     supports_scope = True
 
@@ -251,4 +253,5 @@ class NativeKeys:
     payload_hash = staticmethod(payload_hash)
 
 
-NATIVE_KEYS: KeyLayout = NativeKeys()
+NATIVE_KEYS = NativeKeys()
+"""The native layout: its keys and its record format, one object every native store holds."""

@@ -1,5 +1,5 @@
-"""What DynamoDB refuses, counted as DynamoDB counts it, and the decoration-time check that
-every item a decorator will ever write can be written.
+"""The decoration-time check that every item a decorator will ever write can be written
+(DynamoDB's limits themselves, and its way of counting, are `_item_size`'s).
 
 DynamoDB refuses a partition key over 2,048 bytes, a sort key over 1,024 and an item over
 400 KB, names and values counted. A refusal at the claim fails every call; a refusal at the
@@ -11,48 +11,21 @@ records or chunk items could never be written is refused where it is applied, wi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._errors import ConfigurationError
+from ._item_size import (
+    ITEM_BYTES,
+    KEY_NAME_BYTES,
+    NAME_BYTES,
+    PARTITION_KEY_BYTES,
+    SORT_KEY_BYTES,
+    WIDEST_NUMBER,
+    item_size,
+)
 
 if TYPE_CHECKING:
     from ._store import DynamoDBStore
-
-ITEM_BYTES = 400 * 1024
-"""DynamoDB's largest item: attribute names and values, UTF-8 and raw bytes."""
-PARTITION_KEY_BYTES = 2048
-SORT_KEY_BYTES = 1024
-KEY_NAME_BYTES = 255
-"""A key attribute's name (the table's key schema)."""
-NAME_BYTES = 65_535
-"""Any other attribute's name."""
-WIDEST_NUMBER = "9" * 14
-"""Epoch seconds and milliseconds have at most 14 digits for centuries yet."""
-
-
-def attribute_size(value: Mapping[str, Any]) -> int:
-    """The bytes DynamoDB counts for one attribute value of the types our items hold (its
-    name is counted apart). A number is counted as if each character were a digit: an
-    upper bound of DynamoDB's count (1 byte per 2 significant digits, plus 1)."""
-    text = value.get("S")
-    if text is not None:
-        return len(str(text).encode())
-    data = value.get("B")
-    if data is not None:
-        return len(bytes(data))
-    number = value.get("N")
-    if number is not None:
-        return (len(str(number)) + 1) // 2 + 1
-    raise ValueError(f"the library writes no attribute of type {sorted(value)}")
-
-
-def item_size(item: Mapping[str, Mapping[str, Any]]) -> int:
-    """An item's size by DynamoDB's rules: every attribute's name and value."""
-    size = 0
-    for name, value in item.items():
-        size += len(name.encode()) + attribute_size(value)
-    return size
 
 
 def check_decoration(store: DynamoDBStore | None, namespace: str, *, payload: bool) -> None:

@@ -14,20 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from ._log import emit
 
-if TYPE_CHECKING:  # types only: defining a Protocol class would cost every cold start ~0.1 ms
+if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Protocol, TypeAlias
+    from typing import TypeAlias
+
+    from ._metrics import MetricsOption
 
     Observer: TypeAlias = Callable[[str, str | None, dict[str, Any]], None]
-
-    class AddsMetrics(Protocol):
-        """What `metrics=` needs of a Powertools `Metrics` (or anything alike)."""
-
-        def add_metric(self, name: str, unit: str, value: float) -> Any: ...
-
-    MetricsOption: TypeAlias = bool | str | AddsMetrics | None
-    """`metrics=`: off (None, False), our EMF lines (True, or their CloudWatch namespace),
-    or through the user's Powertools `Metrics`."""
 
 XRAY_MODULE = "aws_xray_sdk.core"
 OTEL_MODULE = "opentelemetry.trace"

@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from ._powertools_layout import PowertoolsOptions  # noqa: F401 (its former home; still importable)
+
 if TYPE_CHECKING:
     from ._clock import Clock
-    from ._decorators import InProgressPolicy
     from ._keys import Selector
-    from ._observe import MetricsOption
-    from ._protocol import OnReplay
+    from ._metrics import MetricsOption
+    from ._record import InProgressPolicy, OnReplay
     from ._store import DynamoDBStore
 
 
@@ -57,18 +58,3 @@ class Options(TypedDict, total=False):
     clock_skew_seconds: float
     on_replay: OnReplay | None
     metrics: MetricsOption
-
-
-class PowertoolsOptions(TypedDict, total=False):
-    """`layout="powertools"` only: DynamoDBPersistenceLayer's attribute names, and the key
-    prefix and hash function of IdempotencyConfig and its decorators (same names, same
-    defaults)."""
-
-    key_attr: str
-    key_prefix: str | None
-    hash_function: str
-    expiry_attr: str
-    in_progress_expiry_attr: str
-    status_attr: str
-    data_attr: str
-    validation_key_attr: str

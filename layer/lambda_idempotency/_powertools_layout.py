@@ -1,6 +1,6 @@
-"""`DynamoDBStore(layout="powertools")`: the records of Powertools for AWS Lambda's
-idempotency utility, read and written on its own table, so a function can move from
-Powertools to us (and back) without running anything twice.
+"""The layout a `DynamoDBStore(layout="powertools")` holds: the records (and keys) of
+Powertools for AWS Lambda's idempotency utility, read and written on its own table, so a
+function can move from Powertools to us (and back) without running anything twice.
 
 Powertools' item, and what we add (attributes Powertools never reads):
 
@@ -26,31 +26,40 @@ import functools
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Unpack
+from collections.abc import Callable, Mapping
+from typing import Any, TypedDict
 
 from . import _encoding
 from ._errors import ConfigurationError, PayloadInvalidError
-from ._limits import ITEM_BYTES
-from ._record import AttributeNames, Record, Status
-from ._store import (
-    _CONDITION_FAILED,
+from ._item_size import ITEM_BYTES
+from ._layout import (
     INLINE_RESULT_BYTES,
     KEY_ABSENT,
     LEASE_LAPSED,
     NOT_MINE,
-    OWNED_BY_ME,
     RECORD_EXPIRED,
-    STILL_IN_PROGRESS,
-    DynamoDBStore,
-    _optional,
-    _text,
+    Layout,
+    Placements,
 )
+from ._layout import optional as _optional
+from ._layout import text as _text
+from ._record import AttributeNames, Record, Status
 
-if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
 
-    from ._options import PowertoolsOptions
+class PowertoolsOptions(TypedDict, total=False):
+    """`layout="powertools"` only: DynamoDBPersistenceLayer's attribute names, and the key
+    prefix and hash function of IdempotencyConfig and its decorators (same names, same
+    defaults)."""
+
+    key_attr: str
+    key_prefix: str | None
+    hash_function: str
+    expiry_attr: str
+    in_progress_expiry_attr: str
+    status_attr: str
+    data_attr: str
+    validation_key_attr: str
+
 
 IN_PROGRESS = "INPROGRESS"
 COMPLETED = "COMPLETED"
@@ -87,22 +96,50 @@ def _encoders() -> tuple[type[json.JSONEncoder], type[json.JSONEncoder]]:
     return KeyEncoder, Encoder
 
 
-class PowertoolsKeys:
-    """Keys and payload hashes as Powertools computes them: `hash_function` hex of
+class PowertoolsLayout(Layout):
+    """Powertools' records, and its keys and payload hashes: `hash_function` hex of
     `json.dumps(selection, cls=its encoder, sort_keys=True)`.
 
     Powertools has no scope (tenant): a decorator with `scope=` is refused, so no key we
     write could differ from the one Powertools computes for the same event."""
 
+    name = "powertools"
     supports_scope = False
+    in_progress_text = IN_PROGRESS
+    statuses = _STATUSES
+    claim_condition = CLAIMABLE
+    record_budget = ITEM_BYTES
+    """Powertools reads its results from the record itself: keep them there while the item
+    holds them (every attribute counted, times at their widest), whatever a replay costs."""
 
-    def __init__(self, key_prefix: str | None, hash_function: str) -> None:
+    def __init__(self, options: PowertoolsOptions) -> None:
+        hash_function = options.get("hash_function", "md5")
         hasher = getattr(hashlib, hash_function, None)
         if not callable(hasher) or hash_function.startswith("_"):
             raise ConfigurationError(f"hash_function {hash_function!r} is not in hashlib")
-        self.key_prefix = key_prefix
+        self.key_prefix = options.get("key_prefix")
+        self.data_attr = options.get("data_attr", "data")
         self._hasher: Callable[[bytes], Any] = hasher
         self._key_encoder = _encoders()[0]
+
+    @staticmethod
+    def attribute_names(given: AttributeNames | None, options: PowertoolsOptions) -> AttributeNames:
+        """Ours, with Powertools' names (its option names, its defaults) where it has one."""
+        ours = given if given is not None else AttributeNames()
+        names = ours._replace(
+            pk=options.get("key_attr", "id"),
+            status=options.get("status_attr", "status"),
+            expiration=options.get("expiry_attr", "expiration"),
+            lease_until=options.get("in_progress_expiry_attr", "in_progress_expiration"),
+            payload_hash=options.get("validation_key_attr", "validation"),
+        )
+        data_attr = options.get("data_attr", "data")
+        taken = [name for name in names if name == data_attr or names.count(name) > 1]
+        if taken:
+            raise ConfigurationError(f"attribute names used twice: {sorted(set(taken))}")
+        return names
+
+    # -- keys -------------------------------------------------------------------------------
 
     def namespace(self, function: Callable[..., Any], given: str | None) -> str:
         """A decorator's `namespace=` is Powertools' `key_prefix=`; else the store's
@@ -135,154 +172,39 @@ class PowertoolsKeys:
             ) from exc
         return str(self._hasher(text.encode()).hexdigest())
 
+    # -- records ----------------------------------------------------------------------------
 
-class PowertoolsStore(DynamoDBStore):
-    """A DynamoDBStore on a Powertools idempotency table (`DynamoDBStore(layout=...)`)."""
+    def claim_values(self, owner: str, now_ms: int, skew_ms: int) -> dict[str, Any]:
+        return {
+            ":owner": {"S": owner},
+            ":expired_before_s": {"N": str((now_ms - skew_ms) // 1000)},
+            ":lapsed_before_ms": {"N": str(now_ms - skew_ms)},
+            ":in_progress": {"S": IN_PROGRESS},
+        }
 
-    _layout_name = "powertools"
-    _in_progress_text = IN_PROGRESS
+    def release_write(
+        self, key: dict[str, Any], names: AttributeNames, *, owner: str, now_ms: int
+    ) -> tuple[str, dict[str, Any]]:
+        """Delete our INPROGRESS claim. No tombstone: Powertools would not understand one
+        (so a delayed copy of our claim may lock the key again, until its lease lapses;
+        nothing runs twice)."""
+        return "delete_item", {"Key": key}
 
-    def __init__(
-        self,
-        table_name: str | None = None,
-        *,
-        client: DynamoDBClient | None = None,
-        attribute_names: AttributeNames | None = None,
-        endpoint_url: str | None = None,
-        region_name: str | None = None,
-        layout: str = "powertools",
-        sort_key_attr: str | None = None,
-        static_pk_value: str | None = None,
-        **options: Unpack[PowertoolsOptions],
-    ) -> None:
-        ours = attribute_names if attribute_names is not None else AttributeNames()
-        names = ours._replace(
-            pk=options.get("key_attr", "id"),
-            status=options.get("status_attr", "status"),
-            expiration=options.get("expiry_attr", "expiration"),
-            lease_until=options.get("in_progress_expiry_attr", "in_progress_expiration"),
-            payload_hash=options.get("validation_key_attr", "validation"),
-        )
-        self.data_attr = options.get("data_attr", "data")
-        taken = [name for name in names if name == self.data_attr or names.count(name) > 1]
-        if taken:
-            raise ConfigurationError(f"attribute names used twice: {sorted(set(taken))}")
-        super().__init__(
-            table_name,
-            client=client,
-            attribute_names=names,
-            endpoint_url=endpoint_url,
-            region_name=region_name,
-            layout=layout,
-            sort_key_attr=sort_key_attr,
-            static_pk_value=static_pk_value,
-        )
-        self.layout = PowertoolsKeys(options.get("key_prefix"), options.get("hash_function", "md5"))
+    def forced_release_write(
+        self, key: dict[str, Any], names: AttributeNames, shown: Record, *, now_ms: int
+    ) -> tuple[str, dict[str, Any]]:
+        """Delete the record `shown` (no tombstone: Powertools would not read one)."""
+        return "delete_item", {"Key": key}
 
-    def __repr__(self) -> str:
-        return f"DynamoDBStore(table_name={self._peek_table_name()!r}, layout='powertools')"
-
-    def claim(
-        self,
-        pk: str,
-        *,
-        owner: str,
-        payload_hash: str | None,
-        now_ms: int,
-        lease_until_ms: int,
-        expiration_s: int,
-        skew_ms: int = 0,
-    ) -> tuple[bool, Record | None]:
-        names = self.names
-        item = self.claim_item(
-            pk,
-            owner=owner,
-            payload_hash=payload_hash,
-            now_ms=now_ms,
-            lease_until_ms=lease_until_ms,
-            expiration_s=expiration_s,
-        )
-        response, refused = self._send(
-            "put_item",
-            pk,
-            {_CONDITION_FAILED},
-            TableName=self.table_name,
-            Item=item,
-            ConditionExpression=CLAIMABLE,
-            ExpressionAttributeNames={
-                "#pk": names.pk,
-                "#status": names.status,
-                "#expiration": names.expiration,
-                "#lease_until": names.lease_until,
-                "#owner": names.owner,
-            },
-            ExpressionAttributeValues={
-                ":owner": {"S": owner},
-                ":expired_before_s": {"N": str((now_ms - skew_ms) // 1000)},
-                ":lapsed_before_ms": {"N": str(now_ms - skew_ms)},
-                ":in_progress": {"S": IN_PROGRESS},
-            },
-            ReturnValues="ALL_OLD",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
-        if refused is None:
-            return True, self._replaced(response.get("Attributes"), pk)
-        held = response.get("Item")
-        return False, self.get(pk) if held is None else self._record(held, "claim", pk)
-
-    def inline_limit(self, pk: str, *, owner: str, payload_hash: str | None) -> int:
-        """Powertools reads its results from the record itself: keep them there while the
-        item holds them (every attribute counted, times at their widest), whatever a replay
-        costs (its own layout)."""
-        overhead = self._record_overhead(pk, owner, payload_hash)
-        return max(0, ITEM_BYTES - overhead - len(self.names.result.encode()))
-
-    def release(self, pk: str, *, owner: str, now_ms: int) -> bool:
-        """Delete our INPROGRESS claim, fenced on our token. No tombstone: Powertools would
-        not understand one (so a delayed copy of our claim may lock the key again, until
-        its lease lapses; nothing runs twice)."""
-        names = self.names
-        _, refused = self._send(
-            "delete_item",
-            pk,
-            {_CONDITION_FAILED},
-            TableName=self.table_name,
-            Key=self._key(pk),
-            ConditionExpression=f"{OWNED_BY_ME} AND {STILL_IN_PROGRESS}",
-            ExpressionAttributeNames={"#owner": names.owner, "#status": names.status},
-            ExpressionAttributeValues={
-                ":owner": {"S": owner},
-                ":in_progress": {"S": IN_PROGRESS},
-            },
-        )
-        return refused is None
-
-    def release_version(self, shown: Record, *, now_ms: int) -> tuple[bool, Record | None]:
-        """Delete the record `shown` if it is still exactly that version (no tombstone:
-        Powertools would not read one); else (False, what holds the key now)."""
-        response, refused = self._send(
-            "delete_item",
-            shown.pk,
-            {_CONDITION_FAILED},
-            TableName=self.table_name,
-            Key=self._key(shown.pk),
-            **self._version_condition(shown),
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
-        if refused is None:
-            return True, None
-        held = response.get("Item")
-        return False, None if held is None else self._record(held, "release", shown.pk)
-
-    def _stored_status(self, status: Status) -> str:
+    def stored_status(self, status: Status) -> str:
         return IN_PROGRESS if status is Status.IN_PROGRESS else status.value
 
     def extra_attribute_names(self) -> tuple[str, ...]:
         return (self.data_attr,)
 
-    def _placements(
-        self, blob: bytes, owner: str, *, inline: bool, pk: str = ""
-    ) -> Iterator[tuple[dict[str, Any], bytes | None]]:
+    def placements(
+        self, names: AttributeNames, blob: bytes, *, inline: bool, pointer: Callable[[], bytes]
+    ) -> Placements:
         """`data` whenever Powertools can replay the result from it, and our packed blob
         too when `data` alone would not replay it exactly (typed values) or cannot hold it.
         Best first: what keeps `data` for a rolled-back Powertools, then what keeps the
@@ -299,22 +221,19 @@ class PowertoolsStore(DynamoDBStore):
             text = _as_powertools_data(blob)
             if text is not None and len(text.encode()) <= INLINE_RESULT_BYTES:
                 data = text
-        ours = self.names.result
+        ours = names.result
         if data is not None:
             if inline:
                 yield {ours: {"B": blob}, self.data_attr: {"S": data}}, None
-            pointer = self._pointer_to(pk, owner, blob)
-            yield {ours: {"B": pointer}, self.data_attr: {"S": data}}, blob
+            yield {ours: {"B": pointer()}, self.data_attr: {"S": data}}, blob
         if inline:
             yield {ours: {"B": blob}}, None
-        yield {ours: {"B": self._pointer_to(pk, owner, blob)}}, blob
+        yield {ours: {"B": pointer()}}, blob
 
-    _statuses = _STATUSES
-
-    def _result_fallback_name(self) -> str:
+    def result_fallback_name(self, names: AttributeNames) -> str:
         return self.data_attr
 
-    def _replayed_result(
+    def replayed_result(
         self, item: Mapping[str, Any], status: Status, result: bytes | None
     ) -> bytes | None:
         """Our `result`, or else Powertools' `data`: a completed record with neither (or an

@@ -33,7 +33,7 @@ from ._errors import (
 )
 from ._execution import Execution
 from ._log import emit
-from ._record import Record, ReplayInfo, Status
+from ._record import OnReplay, Record, ReplayInfo, Status
 from ._store import OWNER_CHARS, DynamoDBStore, StoredForm
 from ._value import Value
 
@@ -41,8 +41,6 @@ if TYPE_CHECKING:
     from ._durable import DurableRun
 
 T = TypeVar("T")
-OnReplay = Callable[[Any, ReplayInfo], Any]
-"""Called with each replayed result and what tells it apart; returns what the caller gets."""
 
 DEFAULT_LEASE_SECONDS = 900.0
 """Without a Lambda context or `lease_seconds`: Lambda's longest timeout, so no invocation

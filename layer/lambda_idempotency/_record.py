@@ -8,7 +8,8 @@ NamedTuples are but not dataclasses (about 0.4 ms to define one) nor `typing.Nam
 from __future__ import annotations
 
 import enum
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 from ._value import Value
 
@@ -82,3 +83,11 @@ class ReplayInfo(Value):
     (records written by Powertools, or before this field existed)."""
     source: Literal["cache", "store"]
     """Where the result came from: this container's warm cache, or the table."""
+
+
+OnReplay = Callable[[Any, ReplayInfo], Any]
+"""Called with each replayed result and what tells it apart; returns what the caller gets.
+Here, below the engine, the decorators and the options' types that all name it."""
+
+InProgressPolicy = Literal["raise", "wait"]
+"""What a call does on a record in progress: raise InProgressError, or wait for its result."""

@@ -14,6 +14,10 @@ Timeline of one key, and what each condition closes:
 
 Times in conditions come from the callers' clocks, which may differ by `skew_ms`: a lease
 counts as lapsed, and a record as expired, only once it is so on a clock that far behind.
+
+The conditions' named fragments, the status texts, what a release writes, where a result
+goes and how an item reads back are the record format: the store's `layout` (`_layout`),
+native or Powertools', which the store holds and sends requests for.
 """
 
 from __future__ import annotations
@@ -22,23 +26,31 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from ._encoding import CHUNKED
 from ._errors import (
-    STORED_RECORD_UNREADABLE,
     STORED_RESULT_UNREADABLE,
-    UNKNOWN_RECORD_STATUS,
     CompletionConflictError,
     ConfigurationError,
     StoreError,
     unreadable,
 )
-from ._keys import NATIVE_KEYS, KeyLayout
-from ._limits import ITEM_BYTES, WIDEST_NUMBER, item_size
+from ._item_size import ITEM_BYTES, WIDEST_NUMBER, item_size
+from ._keys import NATIVE_KEYS
+from ._layout import (
+    INLINE_RESULT_BYTES,  # noqa: F401 (its former home; still importable)
+    OWNED_BY_ME,
+    RECORD_BYTES,  # noqa: F401 (its former home; still importable)
+    STILL_IN_PROGRESS,
+    TOMBSTONE_SECONDS,
+    Layout,
+    binary,
+)
+from ._layout import text as _text
 from ._record import AttributeNames, Record, Status
 from ._value import Value
 from ._version import VERSION
@@ -46,41 +58,8 @@ from ._version import VERSION
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from ._options import PowertoolsOptions
+    from ._powertools_layout import PowertoolsOptions
 
-# -- Condition fragments. Expired items linger for days, so "expired" counts as "absent".
-KEY_ABSENT = "attribute_not_exists(#pk)"
-"""No record: nobody has claimed the key yet."""
-NOT_MINE = "(attribute_not_exists(#owner) OR #owner <> :owner)"
-"""A claim never replaces a record its own owner token wrote: a delayed copy of a claim
-request cannot re-lock a key its owner released, completed or saw expire."""
-RECORD_EXPIRED = "#expiration < :expired_before_s"
-"""A record past its TTL (on a clock `skew` behind ours too) that DynamoDB has not deleted
-yet: the key is free again."""
-LEASE_LAPSED = "(#status = :in_progress AND #lease_until < :lapsed_before_ms)"
-"""An owner that crashed or timed out: its invocation cannot still be running, even on a
-clock `skew` behind ours."""
-RELEASED = "(#status = :released AND #lease_until <= :now_ms)"
-"""A tombstone: free for any other claim made after the release (so not for a copy of a
-claim that was signed before it, from another owner that released since)."""
-CLAIMABLE = f"{KEY_ABSENT} OR ({NOT_MINE} AND ({RECORD_EXPIRED} OR {LEASE_LAPSED} OR {RELEASED}))"
-OWNED_BY_ME = "#owner = :owner"
-"""The fence: only the claim that still holds the key may complete or release it."""
-STILL_IN_PROGRESS = "#status = :in_progress"
-"""Release never deletes a completed record, even our own: a completion whose answer was
-lost may have landed, and deleting it would run the handler and its writes again."""
-
-TOMBSTONE_SECONDS = 900
-"""How long a release's tombstone fences delayed copies of the released claim: DynamoDB
-refuses a request signed more than 5 minutes ago, so 15 minutes is ample."""
-RECORD_BYTES = 1024
-"""A refused claim (every replay) is billed like a write of the record it found: 1 WCU per KB.
-A result that would take the completed record past 1 KB goes to an item of its own, read
-after the refused claim, so a replay's write cost stays 1 WCU whatever the result's size
-(docs/benchmarks.md, "Where a result lives", measures the crossover). A budget, not a limit:
-a record whose key leaves no room holds a chunk pointer past it (`stored_form`)."""
-INLINE_RESULT_BYTES = 350_000
-"""The most of a result Powertools' layout writes to `data` (docs/migrating.md)."""
 CHUNK_BYTES = 350_000
 """The result bytes a chunk item holds, when its key and names leave that much of 400 KB."""
 OWNER_CHARS = 24
@@ -178,7 +157,9 @@ class DynamoDBStore:
     then shares one partition, bound to DynamoDB's per-partition throughput.
 
     `layout="powertools"` reads and writes the records of Powertools for AWS Lambda's
-    idempotency utility, on its table, with its option names (see docs/migrating.md).
+    idempotency utility, on its table, with its option names (see docs/migrating.md). The
+    store holds its layout (`layout`: the record format and the key hashing, one object),
+    and does the I/O for either.
 
     `fast_wire` (on by default, for our own client and for one passed in) sends the
     protocol's requests through a lean path over the client's own botocore parts (signer,
@@ -191,19 +172,9 @@ class DynamoDBStore:
     request through boto3 as usual.
     """
 
-    layout: KeyLayout = NATIVE_KEYS
-    """How the decorators using this store hash keys and payloads into records."""
-    _layout_name = "native"
-    _in_progress_text = Status.IN_PROGRESS.value
-
-    def __new__(cls, *args: Any, layout: str = "native", **options: Any) -> DynamoDBStore:
-        if layout == "powertools" and cls is DynamoDBStore:
-            from ._powertools_layout import PowertoolsStore
-
-            return super().__new__(PowertoolsStore)
-        if layout not in ("native", "powertools"):
-            raise ConfigurationError(f"layout must be 'native' or 'powertools', not {layout!r}")
-        return super().__new__(cls)
+    layout: Layout = NATIVE_KEYS
+    """How records are written and read, and how the decorators using this store hash keys
+    and payloads into them."""
 
     def __init__(
         self,
@@ -219,7 +190,10 @@ class DynamoDBStore:
         fast_wire: bool = True,
         **powertools: Unpack[PowertoolsOptions],
     ) -> None:
-        if layout != self._layout_name:
+        if layout not in ("native", "powertools"):
+            raise ConfigurationError(f"layout must be 'native' or 'powertools', not {layout!r}")
+        built = self.__dict__.get("layout")
+        if built is not None and built.name != layout:  # a store keeps the layout it was built with
             raise ConfigurationError(f"{type(self).__name__} has no layout {layout!r}")
         if powertools and layout == "native":
             raise ConfigurationError(
@@ -227,9 +201,15 @@ class DynamoDBStore:
                 "layout names its attributes with attribute_names="
             )
         self._table_name = table_name
-        self.names = attribute_names if attribute_names is not None else AttributeNames()
+        if layout == "powertools":
+            from ._powertools_layout import PowertoolsLayout
+
+            self.names = PowertoolsLayout.attribute_names(attribute_names, powertools)
+        else:
+            self.names = attribute_names if attribute_names is not None else AttributeNames()
         if sort_key_attr is not None and sort_key_attr in self.names:
             raise ConfigurationError(f"sort_key_attr {sort_key_attr!r} names another attribute")
+        self.layout = PowertoolsLayout(powertools) if layout == "powertools" else NATIVE_KEYS
         self.sort_key_attr = sort_key_attr
         self.static_pk_value = (
             static_pk_value
@@ -245,7 +225,8 @@ class DynamoDBStore:
         """`_record_overhead` by the lengths that vary (a few namespaces' worth)."""
 
     def __repr__(self) -> str:
-        return f"DynamoDBStore(table_name={self._peek_table_name()!r})"
+        shown = "" if self.layout is NATIVE_KEYS else f", layout={self.layout.name!r}"
+        return f"DynamoDBStore(table_name={self._peek_table_name()!r}{shown})"
 
     @property
     def table_name(self) -> str:
@@ -327,7 +308,7 @@ class DynamoDBStore:
             {_CONDITION_FAILED},
             TableName=self.table_name,
             Item=item,
-            ConditionExpression=CLAIMABLE,
+            ConditionExpression=self.layout.claim_condition,
             ExpressionAttributeNames={
                 "#pk": names.pk,
                 "#status": names.status,
@@ -335,14 +316,7 @@ class DynamoDBStore:
                 "#lease_until": names.lease_until,
                 "#owner": names.owner,
             },
-            ExpressionAttributeValues={
-                ":owner": {"S": owner},
-                ":expired_before_s": {"N": str((now_ms - skew_ms) // 1000)},
-                ":lapsed_before_ms": {"N": str(now_ms - skew_ms)},
-                ":now_ms": {"N": str(now_ms)},
-                ":in_progress": {"S": Status.IN_PROGRESS.value},
-                ":released": {"S": Status.RELEASED.value},
-            },
+            ExpressionAttributeValues=self.layout.claim_values(owner, now_ms, skew_ms),
             ReturnValues="ALL_OLD",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
@@ -478,7 +452,7 @@ class DynamoDBStore:
         names = self.names
         item: dict[str, Any] = {
             **self._key(pk),
-            names.status: {"S": self._in_progress_text},
+            names.status: {"S": self.layout.in_progress_text},
             names.expiration: {"N": str(expiration_s)},
             names.lease_until: {"N": str(lease_until_ms)},
             names.owner: {"S": owner},
@@ -513,45 +487,40 @@ class DynamoDBStore:
 
     def extra_attribute_names(self) -> tuple[str, ...]:
         """Attribute names the layout writes beside `AttributeNames` (Powertools' `data`)."""
-        return ()
+        return self.layout.extra_attribute_names()
 
     def _placements(
         self, blob: bytes, owner: str, *, inline: bool, pk: str = ""
     ) -> Iterator[tuple[dict[str, Any], bytes | None]]:
-        """Where a packed result may go, best first: the record's result attributes, and
-        the blob to write as chunks first (None: kept in the record). `stored_form` takes
-        the first whose item fits; a pointer's comes last and always fits (checked when the
-        decorator was applied)."""
-        if inline:
-            yield {self.names.result: {"B": blob}}, None
-        yield {self.names.result: {"B": self._pointer_to(pk, owner, blob)}}, blob
+        """Where the layout puts a packed result, best first (`Layout.placements`)."""
+        return self.layout.placements(
+            self.names, blob, inline=inline, pointer=lambda: self._pointer_to(pk, owner, blob)
+        )
 
     def _pointer_to(self, pk: str, owner: str, blob: bytes) -> bytes:
         room = self.chunk_bytes(pk, owner=owner, expiration_s=int(WIDEST_NUMBER))
         return self._chunk_pointer(owner, blob, -(-len(blob) // room))
 
     def release(self, pk: str, *, owner: str, now_ms: int) -> bool:
-        """Replace our IN_PROGRESS claim with a tombstone so a retry runs again, while a
-        delayed copy of our claim request cannot lock the key again. False when the record
-        is no longer ours, or is no longer in progress."""
+        """Give up our IN_PROGRESS claim so a retry runs again: a tombstone in the native
+        layout, so a delayed copy of our claim request cannot lock the key again
+        (`Layout.release_write`), fenced on our token. False when the record is no longer
+        ours, or is no longer in progress."""
         names = self.names
+        operation, target = self.layout.release_write(
+            self._key(pk), names, owner=owner, now_ms=now_ms
+        )
         _, refused = self._send(
-            "put_item",
+            operation,
             pk,
             {_CONDITION_FAILED},
             TableName=self.table_name,
-            Item={
-                **self._key(pk),
-                names.status: {"S": Status.RELEASED.value},
-                names.owner: {"S": owner},
-                names.lease_until: {"N": str(now_ms)},
-                names.expiration: {"N": str(now_ms // 1000 + TOMBSTONE_SECONDS)},
-            },
+            **target,
             ConditionExpression=f"{OWNED_BY_ME} AND {STILL_IN_PROGRESS}",
             ExpressionAttributeNames={"#owner": names.owner, "#status": names.status},
             ExpressionAttributeValues={
                 ":owner": {"S": owner},
-                ":in_progress": {"S": Status.IN_PROGRESS.value},
+                ":in_progress": {"S": self.layout.in_progress_text},
             },
         )
         return refused is None
@@ -574,7 +543,7 @@ class DynamoDBStore:
         names = self.names
         item: dict[str, Any] = {
             **self._key(pk),
-            names.status: {"S": self._in_progress_text},
+            names.status: {"S": self.layout.in_progress_text},
             names.expiration: {"N": str(expiration_s)},
             names.lease_until: {"N": str(lease_until_ms)},
             names.owner: {"S": owner},
@@ -593,7 +562,7 @@ class DynamoDBStore:
             ExpressionAttributeNames={"#owner": names.owner, "#status": names.status},
             ExpressionAttributeValues={
                 ":owner": {"S": owner},
-                ":in_progress": {"S": self._in_progress_text},
+                ":in_progress": {"S": self.layout.in_progress_text},
             },
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
@@ -603,10 +572,11 @@ class DynamoDBStore:
         return False, None if held is None else self._record(held, "extend", pk)
 
     def inline_limit(self, pk: str, *, owner: str, payload_hash: str | None) -> int:
-        """The most result bytes the completed record holds and stays within RECORD_BYTES
-        (DynamoDB's item size, every attribute counted; times at their widest)."""
+        """The most result bytes the completed record holds and stays within its layout's
+        `record_budget` (RECORD_BYTES natively; DynamoDB's item size, every attribute
+        counted, times at their widest)."""
         overhead = self._record_overhead(pk, owner, payload_hash)
-        return max(0, RECORD_BYTES - overhead - len(self.names.result.encode()))
+        return max(0, self.layout.record_budget - overhead - len(self.names.result.encode()))
 
     def _record_overhead(self, pk: str, owner: str, payload_hash: str | None) -> int:
         """The completed record's bytes but its result (times at their widest: at least
@@ -706,21 +676,15 @@ class DynamoDBStore:
         live lease) may still complete over it, so its effect is recorded, not run again.
         A completed record's chunk items are left to their own TTL: they are keyed by its
         owner token, and nothing else ever reads them."""
-        names = self.names
-        tombstone: dict[str, Any] = {
-            **self._key(shown.pk),
-            names.status: {"S": Status.RELEASED.value},
-            names.lease_until: {"N": str(now_ms)},
-            names.expiration: {"N": str(now_ms // 1000 + TOMBSTONE_SECONDS)},
-        }
-        if shown.owner is not None:
-            tombstone[names.owner] = {"S": shown.owner}
+        operation, target = self.layout.forced_release_write(
+            self._key(shown.pk), self.names, shown, now_ms=now_ms
+        )
         response, refused = self._send(
-            "put_item",
+            operation,
             shown.pk,
             {_CONDITION_FAILED},
             TableName=self.table_name,
-            Item=tombstone,
+            **target,
             **self._version_condition(shown),
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
@@ -740,7 +704,7 @@ class DynamoDBStore:
         fresh expiration, so any write by anyone since the read fails it."""
         names = self.names
         fields = (
-            ("status", names.status, {"S": self._stored_status(shown.status)}),
+            ("status", names.status, {"S": self.layout.stored_status(shown.status)}),
             ("owner", names.owner, None if shown.owner is None else {"S": shown.owner}),
             ("lease_until", names.lease_until, _number(shown.lease_until)),
             ("expiration", names.expiration, _number(shown.expiration)),
@@ -763,10 +727,6 @@ class DynamoDBStore:
             "ExpressionAttributeValues": values,
         }
 
-    def _stored_status(self, status: Status) -> str:
-        """The text a status is stored as in this layout."""
-        return status.value
-
     def scan_stuck(
         self, *, claimed_before_ms: int, now_ms: int, page_size: int | None = None
     ) -> Iterator[ScanPage]:
@@ -785,7 +745,7 @@ class DynamoDBStore:
                 "#claimed_at": names.claimed_at,
             },
             "ExpressionAttributeValues": {
-                ":in_progress": {"S": self._in_progress_text},
+                ":in_progress": {"S": self.layout.in_progress_text},
                 ":now_s": {"N": str(now_ms // 1000)},
                 ":before": {"N": str(claimed_before_ms)},
             },
@@ -863,7 +823,7 @@ class DynamoDBStore:
             response, _ = self._send("batch_get_item", pk, set(), RequestItems=request)
             for item in response.get("Responses", {}).get(self.table_name, []):
                 try:
-                    parts[_text(item[self.sort_key_attr or names.pk])] = _binary(item[names.result])
+                    parts[_text(item[self.sort_key_attr or names.pk])] = binary(item[names.result])
                 except (KeyError, TypeError, AttributeError):
                     continue  # a chunk we never wrote so: missing, which the checksum tells
             request = response.get("UnprocessedKeys") or {}
@@ -970,108 +930,9 @@ class DynamoDBStore:
         except StoreError:
             return None
 
-    _statuses: Mapping[str, Status] = {status.value: status for status in Status}
-    """The stored status texts this layout writes, and what each means."""
-
-    def _result_fallback_name(self) -> str:
-        """The attribute `_replayed_result` reads besides our `result` (none here)."""
-        return self.names.result
-
-    def _replayed_result(
-        self, item: Mapping[str, Any], status: Status, result: bytes | None
-    ) -> bytes | None:
-        """What a record replays: our `result` (a layout may read another attribute too)."""
-        return result
-
     def _record(self, item: Mapping[str, Any], step: str, pk: str | None = None) -> Record:
-        """The record in a stored item, or a StoreError naming what is wrong with it (the
-        attribute, never its value): every stored byte is untrusted."""
-        names = self.names
-        name, kind = self.sort_key_attr or names.pk, "a string"
-        try:
-            pk = _text(item[name])
-            name = names.status
-            status = self._statuses.get(_text(item[name]))
-            if status is None:
-                raise KeyError(name)
-            name, kind = names.expiration, "an integer"
-            expiration = _integer(item[name])
-            name = names.lease_until
-            lease_until = _optional(item.get(name), _integer)
-            name = names.claimed_at
-            claimed_at = _optional(item.get(name), _integer)
-            name = names.completed_at
-            completed_at = _optional(item.get(name), _integer)
-            name, kind = names.owner, "a string"
-            owner = _optional(item.get(name), _text)
-            name = names.payload_hash
-            payload_hash = _optional(item.get(name), _text)
-            name, kind = names.result, "binary"
-            result = _optional(item.get(name), _binary)
-            name, kind = self._result_fallback_name(), "UTF-8 text"
-            result = self._replayed_result(item, status, result)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            raise _unreadable_record(item, name, kind, names.status, step, pk) from None
-        return Record(
-            pk=pk,
-            status=status,
-            expiration=expiration,
-            lease_until=lease_until,
-            owner=owner,
-            payload_hash=payload_hash,
-            result=result,
-            claimed_at=claimed_at,
-            completed_at=completed_at,
-        )
-
-
-def _text(value: Any) -> str:
-    """An S attribute's string (KeyError / TypeError for any other attribute value)."""
-    text = value["S"]
-    if type(text) is not str:
-        raise TypeError("S")
-    return text
-
-
-def _integer(value: Any) -> int:
-    """An N attribute that holds an integer, as every number this library writes does."""
-    text = value["N"]
-    if type(text) is not str:
-        raise TypeError("N")
-    return int(text)
-
-
-def _binary(value: Any) -> bytes:
-    blob = value["B"]
-    if type(blob) is bytes:
-        return blob
-    if type(blob) is bytearray:
-        return bytes(blob)
-    raise TypeError("B")
-
-
-def _optional(value: Any, read: Callable[[Any], Any]) -> Any:
-    return None if value is None else read(value)
-
-
-def _unreadable_record(
-    item: Any, name: str, kind: str, status_name: str, step: str, pk: str | None
-) -> StoreError:
-    """Why a stored item is no record, in words of our own: the attribute and what it
-    should be, never the stored value (the status excepted: it names a state, not data)."""
-    present = isinstance(item, Mapping) and item.get(name) is not None
-    if name == status_name:
-        status = item.get(name) if isinstance(item, Mapping) else None
-        text = status.get("S") if isinstance(status, Mapping) else None
-        shown = text[:40] if type(text) is str else "none"
-        return StoreError(
-            f"the record has a status this library does not write: {shown!r}",
-            key_hash=pk,
-            code=UNKNOWN_RECORD_STATUS,
-            step=step,
-        )
-    what = f"its {name!r} is not {kind}" if present else f"its {name!r} is missing"
-    return unreadable(STORED_RECORD_UNREADABLE, what, key_hash=pk, step=step)
+        """The record in a stored item, as the layout reads it (or a StoreError)."""
+        return self.layout.record(item, self.names, self.sort_key_attr or self.names.pk, step, pk)
 
 
 class StoredForm(Value):

@@ -34,7 +34,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import _log
-from ._wire import OPERATIONS, SIGNER, FastWire, _handler_name
+from ._wire_guard import SIGNER, handler_name
+from ._wire_lean import FastWire
+from ._wire_plan import OPERATIONS
 
 TABLE = "self-check"
 TOKEN = "self-check-client-request-token"
@@ -323,7 +325,7 @@ class _Twin:
                 for handler in real.prefix_search(name):
                     if not _botocores(handler):
                         continue  # a user's hook: not what is checked, never run for a check
-                    own = signer.handler if _handler_name(handler) == SIGNER else handler
+                    own = signer.handler if handler_name(handler) == SIGNER else handler
                     emitter._register(name, own)  # botocore's: no signature check
             self._retry_handlers[operation] = [
                 handler
@@ -397,7 +399,7 @@ and after-call (the adaptive rate limiter, the retry quota) are the twin's own."
 
 def _botocores(handler: Any) -> bool:
     """A handler botocore registers on its clients (a Stubber's is the user's)."""
-    name = _handler_name(handler)
+    name = handler_name(handler)
     return name.startswith("botocore.") and not name.startswith("botocore.stub.")
 
 

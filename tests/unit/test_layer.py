@@ -138,7 +138,17 @@ def test_the_runtime_import_path_loads_no_development_tooling() -> None:
     assert "pytest" not in loaded and "argparse" not in loaded
 
 
-WIRE = ["_wire", "_wire_request", "_wire_parse"]
+WIRE = [
+    "_wire",
+    "_wire_plan",
+    "_wire_guard",
+    "_wire_build",
+    "_wire_send",
+    "_wire_lean",
+    "_wire_check",
+    "_wire_request",
+    "_wire_parse",
+]
 """The fast wire path's modules: imported by the store's first call."""
 
 

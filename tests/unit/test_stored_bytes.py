@@ -46,7 +46,6 @@ from lambda_idempotency._encoding import (
     unpack,
 )
 from lambda_idempotency._errors import UNREADABLE_CODES
-from lambda_idempotency._powertools_layout import PowertoolsStore
 from lambda_idempotency._record import Record, Status
 from lambda_idempotency._store import MAX_CHUNKS, _chunk_pk, chunk_pointer, stored_result_bytes
 from tests.unit import encoding_v1
@@ -54,7 +53,7 @@ from tests.unit import encoding_v1
 # -- the records' attributes ----------------------------------------------------------------
 
 NATIVE = DynamoDBStore("t", client=object(), fast_wire=False)
-POWERTOOLS = PowertoolsStore("t", client=object())
+POWERTOOLS = DynamoDBStore("t", client=object(), layout="powertools")
 NATIVE_STATUSES = {status.value: status for status in Status}
 POWERTOOLS_STATUSES = {"INPROGRESS": Status.IN_PROGRESS, "COMPLETED": Status.COMPLETED}
 

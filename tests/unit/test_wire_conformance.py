@@ -503,17 +503,19 @@ def test_what_is_not_a_botocore_client_is_used_as_it_is() -> None:
     assert fast_wire(stand_in) is stand_in
 
 
+@pytest.mark.parametrize("layout", ["native", "powertools"])
 def test_fast_wire_false_sends_every_call_through_the_client(
-    monkeypatch: pytest.MonkeyPatch,
+    layout: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """In either layout (the Powertools layout's store once dropped `fast_wire=False`)."""
     client = our_client()
     monkeypatch.delenv("IDEMPOTENCY_FAST_WIRE", raising=False)
-    on = DynamoDBStore("idempotency", client=client)
-    off = DynamoDBStore("idempotency", client=client, fast_wire=False)
+    on = DynamoDBStore("idempotency", client=client, layout=layout)
+    off = DynamoDBStore("idempotency", client=client, layout=layout, fast_wire=False)
     assert isinstance(on._caller(), FastWire)
     assert off._caller() is client
     monkeypatch.setenv("IDEMPOTENCY_FAST_WIRE", "0")
-    assert DynamoDBStore("idempotency", client=client)._caller() is client
+    assert DynamoDBStore("idempotency", client=client, layout=layout)._caller() is client
 
 
 @pytest.mark.parametrize("value", ["0", "false", "False", "no", "NO"])
