@@ -87,7 +87,9 @@ def complete(
                 chunks_written = form.chunks is None
             if not chunks_written:
                 step = "chunks"
-                store.put_chunks(pk, owner=owner, result=form.chunks or b"", expiration_s=expiration)
+                store.put_chunks(
+                    pk, owner=owner, result=form.chunks or b"", expiration_s=expiration
+                )
                 chunks_written = True
                 step = "complete"
             completed = store.write_completion(form, writes=execution.writes)
@@ -146,7 +148,9 @@ def settle(
         return
     engine._note_run(execution.claimed_at_ms, completed_at)
     if engine.cache is not None and encoded.document is not None:
-        entry = CachedResult(expiration, payload_hash, encoded.document, encoded.typed, completed_at)
+        entry = CachedResult(
+            expiration, payload_hash, encoded.document, encoded.typed, completed_at
+        )
         engine.cache.put(pk, entry)
     engine._count("executed", logging.DEBUG, pk)
 

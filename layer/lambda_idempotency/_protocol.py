@@ -9,8 +9,8 @@ completed result as the caller gets it), `_completing` (store the result, or rel
 
 The steps that wait (a duplicate polling its holder, a completion backing off) are
 generators that yield the seconds to sleep, so one protocol serves two drivers: `run`
-below sleeps with the clock; `run_async` (`_async`, imported only for coroutine functions)
-steps them in a worker thread, off the event loop, and sleeps with `asyncio.sleep`.
+below sleeps with the clock; `_async.run` (imported only for coroutine functions) steps
+them in a worker thread, off the event loop, and sleeps with `asyncio.sleep`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _claiming, _completing, _execution, _replaying
@@ -101,12 +101,6 @@ class Idempotency(Engine):
             _execution.deactivate(token)
         drive(_completing.finish(self, store, execution, payload_hash, result), sleep)
         return result
-
-    async def run_async(self, data: Any, context: Any, call: Callable[[], Awaitable[T]]) -> T:
-        """`run` for a coroutine function: the same steps, driven from the event loop."""
-        from . import _async
-
-        return await _async.run(self, data, context, call)
 
     def _run_unprotected(self, call: Callable[[], T]) -> T:
         execution = Execution(None, None, None)
