@@ -85,7 +85,7 @@ async def entered(held: HeldCall) -> None:
         await asyncio.sleep(0.005)
 
 
-# -- many tasks, one key ---------------------------------------------------------------------
+# -- many tasks, one key ----------------------------------------------------------------------
 
 
 def test_32_tasks_on_one_key_one_run_the_rest_refused_in_progress(store: DynamoDBStore) -> None:
@@ -151,7 +151,7 @@ def test_32_tasks_waiting_all_get_the_one_result_and_never_sleep_on_the_loop(
     assert loop_thread not in sleepers
 
 
-# -- processes: each its own client and loop, as separate Lambda containers ------------------
+# -- processes: each its own client and loop, as separate Lambda containers -------------------
 
 
 def _count(client: Any, counters: str, name: str) -> int:
@@ -215,7 +215,7 @@ def test_tasks_in_4_processes_one_key_one_run(
     assert outcomes == [repr({"charge": "ch_1"})] * PROCESSES * TASKS_PER_PROCESS
 
 
-# -- cancellation ------------------------------------------------------------------------------
+# -- cancellation -----------------------------------------------------------------------------
 
 
 def test_a_task_cancelled_mid_run_releases_its_key_and_the_next_call_runs(
@@ -344,7 +344,7 @@ def test_a_cancel_while_the_result_is_stored_completes_first_then_cancels(
     assert runs == ["o-1"]
 
 
-# -- the loop is never blocked -----------------------------------------------------------------
+# -- the loop is never blocked ----------------------------------------------------------------
 
 
 async def ticker(stop: asyncio.Event, gaps: list[float]) -> None:
@@ -391,7 +391,7 @@ def test_a_slow_store_call_never_blocks_the_loop(store: DynamoDBStore) -> None:
     assert runs == ["o-1"]
 
 
-# -- failures of the coroutine and of its result -------------------------------------------------
+# -- failures of the coroutine and of its result ----------------------------------------------
 
 
 def test_a_coroutine_that_raises_releases_its_key_and_the_retry_runs(
@@ -452,7 +452,7 @@ def test_typed_errors_as_on_the_sync_path(store: DynamoDBStore) -> None:
     assert runs == [5]
 
 
-# -- transactional completion from the coroutine and from the tasks it awaits ---------------------
+# -- transactional completion from the coroutine and from the tasks it awaits -----------------
 
 
 def test_writes_enlisted_in_the_coroutine_and_in_a_task_it_awaits_commit_with_the_result(
@@ -512,7 +512,7 @@ def test_an_enlisted_write_whose_condition_fails_commits_nothing_and_frees_the_k
     assert runs == ["taken", "fresh"]
 
 
-# -- log lines and counters as on the sync path ------------------------------------------------------
+# -- log lines and counters as on the sync path -----------------------------------------------
 
 
 def _outcomes(caplog: Any) -> list[tuple[int, str]]:
@@ -540,15 +540,11 @@ def test_log_lines_and_counters_are_those_of_the_sync_path(
     for name, handler in (("sync", make(sync_handler)), ("async", make(async_handler))):
         caplog.clear()
         order = f"o-{name}"
-        steps: list[Callable[[], Any]] = [
-            lambda: handler({"order_id": order, "fail": True}, None),
-            lambda: handler({"order_id": order}, None),
-            lambda: handler({"order_id": order}, None),
-        ]
+        events = [{"order_id": order, "fail": True}, {"order_id": order}, {"order_id": order}]
         with caplog.at_level(logging.DEBUG, logger="lambda_idempotency"):
-            for step in steps:
+            for event in events:
                 try:
-                    outcome = step()
+                    outcome = handler(event, None)
                     if asyncio.iscoroutine(outcome):
                         run(outcome)
                 except ValueError:

@@ -5,6 +5,7 @@ property: never a locked key, the body at most once per completed key)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import threading
@@ -31,7 +32,7 @@ from lambda_idempotency import (
 )
 from tests.conftest import FakeClock, FakeContext
 
-# -- what a decorated async callable is --------------------------------------------------------
+# -- what a decorated async callable is -------------------------------------------------------
 
 
 class Charger:
@@ -119,7 +120,7 @@ def test_a_plain_def_stays_sync(moto_store: DynamoDBStore) -> None:
     assert charge("o-1") == "o-1"
 
 
-# -- what stays refused ------------------------------------------------------------------------
+# -- what stays refused -----------------------------------------------------------------------
 
 
 async def _async_items(order_id: str) -> Any:
@@ -215,7 +216,7 @@ def test_disabled_runs_the_coroutine_every_time_with_one_warning(
     assert len([w for w in caught if issubclass(w.category, RuntimeWarning)]) == 1
 
 
-# -- the clock a waiting coroutine sleeps with -----------------------------------------------------
+# -- the clock a waiting coroutine sleeps with ------------------------------------------------
 
 
 def _held_key(store: DynamoDBStore, clock: FakeClock, pk: str, lease_ms: int) -> None:
@@ -288,7 +289,7 @@ def test_a_fake_clock_moves_while_a_coroutine_waits_for_the_holder(
         assert loop_thread not in sleepers
 
 
-# -- cancellation at random points: never a locked key ----------------------------------------------
+# -- cancellation at random points: never a locked key ----------------------------------------
 
 
 class SlowStore:
@@ -348,10 +349,8 @@ def test_a_cancel_at_any_point_never_leaves_a_key_locked_and_runs_once_per_compl
         task = asyncio.create_task(charge(order_id))
         await asyncio.sleep(cancel_ms / 1000)
         task.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await task
-        except asyncio.CancelledError:
-            pass
 
     asyncio.run(cancelled_call())
     pk, _ = charge.idempotency._identify({"order_id": order_id})  # type: ignore[attr-defined]
