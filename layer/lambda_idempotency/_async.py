@@ -47,7 +47,7 @@ Steps = Generator[float, None, Any]
 async def run(engine: Idempotency, data: Any, context: Any, call: Callable[[], Awaitable[T]]) -> T:
     """`Idempotency.run`, for a call that returns an awaitable."""
     if _disabled():
-        engine._warn_disabled(stacklevel=2)
+        engine._warn_disabled()  # points at the `await` of the decorated coroutine
         return await _run_unprotected(engine, call)
     identity = engine._identify(data)
     if identity is None:

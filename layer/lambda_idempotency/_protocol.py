@@ -113,14 +113,14 @@ class Idempotency(Engine):
             self.settings.store().commit_writes(execution.writes)
         return result
 
-    def _warn_disabled(self, stacklevel: int = 4) -> None:
+    def _warn_disabled(self) -> None:
         if not self._warned_disabled:
             self._warned_disabled = True
             warnings.warn(
                 f"IDEMPOTENCY_DISABLED (or POWERTOOLS_IDEMPOTENCY_DISABLED) is set: "
                 f"{self.settings.namespace} runs without protection",
                 RuntimeWarning,
-                stacklevel=stacklevel,
+                stacklevel=4,
             )
 
 

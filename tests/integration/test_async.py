@@ -522,11 +522,23 @@ def _outcomes(caplog: Any) -> list[tuple[int, str]]:
     ]
 
 
-def test_log_lines_and_counters_are_those_of_the_sync_path(
-    store: DynamoDBStore, caplog: Any
+def _metrics(out: str) -> list[dict[str, Any]]:
+    """Each EMF line's metrics and dimensions, without its timestamp."""
+    return [
+        {name: value for name, value in json.loads(line).items() if name != "_aws"}
+        for line in out.splitlines()
+        if line.startswith("{") and "_aws" in line
+    ]
+
+
+def test_log_lines_metrics_and_counters_are_those_of_the_sync_path(
+    store: DynamoDBStore, caplog: Any, capsys: Any
 ) -> None:
     def make(body: Callable[..., Any]) -> Any:
-        return idempotent(key="order_id", store=store, cache_size=0, namespace="orders")(body)
+        protect = idempotent(
+            key="order_id", store=store, cache_size=0, namespace="orders", metrics=True
+        )
+        return protect(body)
 
     def sync_handler(event: dict[str, Any], context: Any) -> str:
         if event.get("fail"):
@@ -539,6 +551,7 @@ def test_log_lines_and_counters_are_those_of_the_sync_path(
     seen = {}
     for name, handler in (("sync", make(sync_handler)), ("async", make(async_handler))):
         caplog.clear()
+        capsys.readouterr()
         order = f"o-{name}"
         events = [{"order_id": order, "fail": True}, {"order_id": order}, {"order_id": order}]
         with caplog.at_level(logging.DEBUG, logger="lambda_idempotency"):
@@ -549,7 +562,8 @@ def test_log_lines_and_counters_are_those_of_the_sync_path(
                         run(outcome)
                 except ValueError:
                     pass
-        seen[name] = (_outcomes(caplog), dict(handler.idempotency.stats))
+        emitted = _metrics(capsys.readouterr().out)
+        seen[name] = (_outcomes(caplog), emitted, dict(handler.idempotency.stats))
 
     assert seen["async"] == seen["sync"]
     assert [outcome for _, outcome in seen["sync"][0]] == [
@@ -559,3 +573,4 @@ def test_log_lines_and_counters_are_those_of_the_sync_path(
         "executed",
         "replayed",
     ]
+    assert len(seen["sync"][1]) >= 3  # metric lines were written, the same ones
