@@ -326,6 +326,7 @@ _keys = iter(range(10**9))
     claim_ms=st.integers(0, 30),
     body_ms=st.integers(0, 30),
     complete_ms=st.integers(0, 30),
+    release_ms=st.integers(0, 30),
     cancel_ms=st.integers(0, 100),
 )
 def test_a_cancel_at_any_point_never_leaves_a_key_locked_and_runs_once_per_completed_key(
@@ -333,12 +334,11 @@ def test_a_cancel_at_any_point_never_leaves_a_key_locked_and_runs_once_per_compl
     claim_ms: int,
     body_ms: int,
     complete_ms: int,
+    release_ms: int,
     cancel_ms: int,
 ) -> None:
-    store = SlowStore(
-        idempotency_store_moto,
-        {"claim": claim_ms / 1000, "write_completion": complete_ms / 1000},
-    )
+    delays = {"claim": claim_ms, "write_completion": complete_ms, "release": release_ms}
+    store = SlowStore(idempotency_store_moto, {name: ms / 1000 for name, ms in delays.items()})
     runs: list[str] = []
 
     @idempotent_function(key="order_id", store=store)  # type: ignore[arg-type]
@@ -366,3 +366,34 @@ def test_a_cancel_at_any_point_never_leaves_a_key_locked_and_runs_once_per_compl
 
     assert asyncio.run(charge(order_id)) == "charged"  # the key answers: replay or a run
     assert len(runs) == ran + (0 if completed else 1)  # completed: replayed; else ran now
+
+
+def test_a_second_cancel_while_the_key_is_released_waits_for_the_release(
+    moto_store: DynamoDBStore,
+) -> None:
+    store = SlowStore(moto_store, {"release": 0.3})
+    runs: list[str] = []
+
+    @idempotent_function(key="order_id", store=store)  # type: ignore[arg-type]
+    async def charge(order_id: str) -> str:
+        runs.append(order_id)
+        await asyncio.Event().wait()
+        return "charged"
+
+    async def cancel_twice() -> None:
+        task = asyncio.create_task(charge("o-1"))
+        while not runs:
+            await asyncio.sleep(0.005)
+        task.cancel()  # the coroutine stops; the release starts, held 300 ms
+        await asyncio.sleep(0.1)
+        task.cancel()  # a second cancel during the release
+        await asyncio.sleep(0.05)
+        assert not task.done()  # the release is not abandoned
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_twice())
+    pk, _ = charge.idempotency._identify({"order_id": "o-1"})  # type: ignore[attr-defined]
+    record = moto_store.get(pk)
+    assert record is not None and record.status is Status.RELEASED
+    assert charge.idempotency.stats["released"] == 1  # type: ignore[attr-defined]
