@@ -349,6 +349,8 @@ def measure(
     for item in [*recorded, *recorded_async]:
         item.replayer.check()
     floor.replayer.check()
+    for item in recorded_async:
+        item.subject.close()  # type: ignore[attr-defined]
 
     def cost(name: str, calls: int) -> Cost:
         totals = [sample.total for sample in samples[name]]

@@ -139,6 +139,8 @@ class AsyncSubject(Subject):
         return self.work.async_handler()
 
     def close(self) -> None:
+        """Stop the loop's worker threads and close it (its self-pipe is a socket pair)."""
+        self.loop.run_until_complete(self.loop.shutdown_default_executor())
         self.loop.close()
 
 
