@@ -70,6 +70,11 @@ async def run(engine: Idempotency, data: Any, context: Any, call: Callable[[], A
     token = _execution.activate(execution)
     try:
         result = await call()
+    except GeneratorExit:
+        # The coroutine is being closed, not awaited (a task destroyed while pending): no
+        # await is allowed any more, so the release blocks, rather than lock the key.
+        _completing.release(engine, store, execution, reason="GeneratorExit")
+        raise
     except BaseException as exc:
         await _to_the_end(_completing.release, engine, store, execution, reason=type(exc).__name__)
         raise

@@ -397,3 +397,35 @@ def test_a_second_cancel_while_the_key_is_released_waits_for_the_release(
     record = moto_store.get(pk)
     assert record is not None and record.status is Status.RELEASED
     assert charge.idempotency.stats["released"] == 1  # type: ignore[attr-defined]
+
+
+def test_a_coroutine_closed_while_it_runs_still_releases_its_key(
+    moto_store: DynamoDBStore,
+) -> None:
+    """A pending coroutine that is closed rather than awaited to its end (its task dropped)
+    can await nothing more: the key is released all the same, then it closes."""
+    runs: list[str] = []
+    hang: asyncio.Future[None] | None = None
+
+    @idempotent_function(key="order_id", store=moto_store)
+    async def charge(order_id: str) -> str:
+        runs.append(order_id)
+        assert hang is not None
+        await hang
+        return "charged"
+
+    async def start_then_close() -> None:
+        nonlocal hang
+        hang = asyncio.get_running_loop().create_future()
+        coroutine = charge("o-1")
+        step = coroutine.send(None)  # runs up to the claim's worker-thread step
+        while runs == []:
+            await asyncio.wait({step})  # the claim ends in its worker thread
+            step = coroutine.send(None)
+        coroutine.close()  # suspended in the body, on `hang`
+
+    asyncio.run(start_then_close())
+    pk, _ = charge.idempotency._identify({"order_id": "o-1"})  # type: ignore[attr-defined]
+    record = moto_store.get(pk)
+    assert record is not None and record.status is Status.RELEASED
+    assert runs == ["o-1"]
