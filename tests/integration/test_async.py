@@ -359,7 +359,8 @@ async def ticker(stop: asyncio.Event, gaps: list[float]) -> None:
 
 def test_a_slow_store_call_never_blocks_the_loop(store: DynamoDBStore) -> None:
     """A claim held 500 ms in botocore's before-send, the loop keeps ticking: the largest gap
-    between two 5 ms ticks stays far below the 500 ms a blocked loop would show."""
+    between two 5 ms ticks stays far below the 500 ms a blocked loop would show (tens of ms
+    at most on a loaded machine: the worker thread takes the GIL to build its request)."""
     runs: list[str] = []
 
     @idempotent_function(key="order_id", store=store)
@@ -367,6 +368,7 @@ def test_a_slow_store_call_never_blocks_the_loop(store: DynamoDBStore) -> None:
         runs.append(order_id)
         return "charged"
 
+    assert run(charge("o-warm")) == "charged"  # the client's first use is behind us
     held = HeldCall(store, "PutItem", seconds=HELD_SECONDS)
     gaps: list[float] = []
 
@@ -385,10 +387,11 @@ def test_a_slow_store_call_never_blocks_the_loop(store: DynamoDBStore) -> None:
         assert run(scenario()) == "charged"
     finally:
         held.remove()
+    largest = max(gaps)
+    print(f"largest gap between 5 ms ticks while a claim was held 500 ms: {largest * 1e3:.1f} ms")
+    assert largest < HELD_SECONDS / 2
     assert held.threads and held.threads[0] != threading.main_thread().ident
-    print(f"largest gap between 5 ms ticks while a claim was held 500 ms: {max(gaps) * 1e3:.1f} ms")
-    assert max(gaps) < 0.1
-    assert runs == ["o-1"]
+    assert runs == ["o-warm", "o-1"]
 
 
 # -- failures of the coroutine and of its result ----------------------------------------------
