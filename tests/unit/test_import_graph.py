@@ -43,7 +43,12 @@ LAYERS: list[tuple[str, ...]] = [
     # what uses the store
     ("_limits", "_durable"),
     ("_options",),
+    # the protocol's steps, the engine that runs them in order, its driver for coroutines
+    ("_engine",),
+    ("_replaying", "_completing"),
+    ("_claiming",),
     ("_protocol",),
+    ("_async",),
     ("_decorators",),
     ("_batch", "_http"),
     ("__init__", "__main__", "testing"),
