@@ -38,6 +38,8 @@ PROMISE_MODULES = (
     "_async",
     "_waiting",
     "_store",
+    "_layout",
+    "_item_size",
     "_keys",
     "_cache",
     "_record",
