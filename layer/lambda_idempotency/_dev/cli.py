@@ -424,10 +424,15 @@ def _on_table(store: DynamoDBStore, args: argparse.Namespace) -> Iterator[None]:
         raise _no_table(store, args) from exc
 
 
+TABLES_NAMED = 20
+"""A missing table's line names the first this many tables there, then "..." if more."""
+
+
 def _no_table(store: DynamoDBStore, args: argparse.Namespace) -> CommandError:
     where = args.endpoint or f"region {store.client.meta.region_name}"
     try:
-        names = store.client.list_tables(Limit=20)["TableNames"]
+        listed = store.client.list_tables(Limit=TABLES_NAMED)
+        names = listed["TableNames"] + (["..."] if "LastEvaluatedTableName" in listed else [])
         there = f" (tables there: {', '.join(names) or 'none'})"
     except Exception:  # only a better message is at stake
         there = ""
