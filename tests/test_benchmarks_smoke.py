@@ -192,3 +192,19 @@ def test_the_awscrt_comparison_measures_both_paths_where_awscrt_is_blocked(
     assert result["signer"] == "botocore.auth.SigV4Auth"
     assert set(result["per_call"]) == {"claim, boto3", "claim, fast", "get, boto3", "get, fast"}
     assert all(seconds > 0 for seconds in result["per_call"].values())
+
+
+def test_the_observability_benchmark_runs_the_library_over_its_memory_store() -> None:
+    """`python -m benchmarks.observability` fakes only the requests: its store must keep up
+    with the store's interface (it fell behind once, unnoticed: nothing ran it)."""
+    from benchmarks import observability
+    from lambda_idempotency.testing import FakeLambdaContext
+
+    handler = observability.handler_with(metrics=True)
+    event = {"order_id": "o-1", "amount": 5}
+
+    results = [handler(event, FakeLambdaContext()) for _ in range(2)]
+
+    assert results == [{"charged": 5}] * 2
+    stats = handler.idempotency.stats  # type: ignore[attr-defined]
+    assert (stats["executed"], stats["replayed"]) == (1, 1)
