@@ -30,8 +30,11 @@ sent, retried and parsed (`_wire_send`), and `FastWire` putting them together
 
 from __future__ import annotations
 
+import logging
+import weakref
 from typing import Any
 
+from . import _log
 from ._wire_lean import FastWire
 from ._wire_plan import OPERATIONS, CannotHonourError, validate_user_data
 
@@ -43,8 +46,49 @@ def fast_wire(client: Any) -> Any:
     its self-check on this client found a difference with the client's own way."""
     try:
         wire = FastWire(client)
-    except CannotHonourError:
+    except CannotHonourError as exc:
+        _tell_why(client, str(exc))
         return client
+    unplanned = sorted(method for method, plan in wire._plans.items() if plan is None)
+    if unplanned:  # their operation's model is not the one the path was written for
+        _tell_why(client, f"the model of {', '.join(unplanned)} changed")
     from ._wire_check import verified
 
     return wire if verified(wire) else client
+
+
+CHOSEN_BY_THE_USER = (
+    "not a botocore client",
+    "credentials chosen per request",
+    "an auth scheme preference",
+    "signature ",
+)
+"""Reasons that are a client set up so on purpose (a test double, a signing choice); with a
+patched method (a tracer, a test's patch) they get a debug line. Any other reason is a
+botocore the path was not written for, which costs every call its CPU saving: a warning."""
+
+
+_told: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _tell_why(client: Any, reason: str) -> None:
+    """One line per client the path cannot serve (or serves only in part), with why: once,
+    however many stores share the client."""
+    import botocore
+
+    try:
+        if client in _told:
+            return
+        _told.add(client)
+    except TypeError:  # a client that cannot be weakly referenced: told each time
+        pass
+
+    meant = reason.startswith(CHOSEN_BY_THE_USER) or reason.endswith(" is patched")
+    _log.emit(
+        logging.DEBUG if meant else logging.WARNING,
+        "fast_wire_off",
+        None,
+        reason=f"the fast wire path cannot serve this client ({reason}): the client makes "
+        "those calls",
+        botocore=botocore.__version__,
+    )

@@ -255,3 +255,78 @@ def test_the_self_check_never_fetches_the_clients_credentials() -> None:
     fetched.clear()
     assert _wire_check.differences(FastWire(client)) is None
     assert fetched == []
+
+
+def lines_of(caplog: pytest.LogCaptureFixture) -> list[tuple[int, dict[str, Any]]]:
+    return [
+        (record.levelno, json.loads(record.getMessage()))
+        for record in caplog.records
+        if record.name == "lambda_idempotency"
+    ]
+
+
+def test_a_botocore_without_a_part_the_path_drives_says_so_once_per_client(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A release that drops a private part: every call through the client, and a warning,
+    since every call now costs its CPU saving (before, nothing said so)."""
+    import botocore.endpoint
+
+    monkeypatch.delattr(botocore.endpoint.Endpoint, "_needs_retry")
+    client = _default_client(None, "eu-west-1")
+    caplog.set_level(logging.DEBUG, logger="lambda_idempotency")
+
+    stores = [DynamoDBStore("idempotency", client=client) for _ in range(2)]
+
+    assert all(store._caller() is client for store in stores)
+    ((level, line),) = lines_of(caplog)
+    assert level == logging.WARNING
+    assert line["idempotency"] == "fast_wire_off"
+    assert "botocore without _needs_retry" in line["reason"]
+    assert line["botocore"] == botocore.__version__
+
+
+def test_an_operation_whose_model_changed_is_named_and_the_others_stay_lean(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from lambda_idempotency import _wire_lean
+    from lambda_idempotency._wire_plan import CannotHonourError, Plan
+
+    def plan(operation_model: Any, client: Any, method: str) -> Plan:
+        if method == "batch_get_item":
+            raise CannotHonourError("a member of a kind the path does not know")
+        return Plan(operation_model, client, method)
+
+    monkeypatch.setattr(_wire_lean, "Plan", plan)
+    caplog.set_level(logging.DEBUG, logger="lambda_idempotency")
+
+    store = DynamoDBStore("idempotency", client=_default_client(None, "eu-west-1"))
+
+    assert isinstance(store._caller(), FastWire)
+    assert not store._caller().usable("batch_get_item")
+    assert store._caller().usable("get_item")
+    ((level, line),) = lines_of(caplog)
+    assert level == logging.WARNING
+    assert "the model of batch_get_item changed" in line["reason"]
+
+
+def test_a_client_patched_on_its_class_steps_aside_with_a_debug_line_only(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tracer's patch (X-Ray, OpenTelemetry wrap `_make_api_call` on the class) is meant:
+    no warning for it in every cold start."""
+    client = _default_client(None, "eu-west-1")
+    original = botocore.client.BaseClient._make_api_call
+
+    def traced(self: Any, operation: str, params: Any) -> Any:  # a tracer's wrapper
+        return original(self, operation, params)
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", traced)
+    caplog.set_level(logging.DEBUG, logger="lambda_idempotency")
+
+    store = DynamoDBStore("idempotency", client=client)
+
+    assert store._caller() is client
+    ((level, line),) = lines_of(caplog)
+    assert level == logging.DEBUG
+    assert "_make_api_call is patched" in line["reason"]
