@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import threading
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
 
@@ -42,6 +43,9 @@ from ._store import DynamoDBStore
 
 T = TypeVar("T")
 Steps = Generator[float, None, Any]
+CLOSED_STEP_WAIT_SECONDS = 60.0
+"""How long a coroutine closed while its claim is in flight blocks for the claim's end: past
+the client's own bounds (2 s to connect, 10 s to read, 3 attempts)."""
 
 
 async def run(engine: Idempotency, data: Any, context: Any, call: Callable[[], Awaitable[T]]) -> T:
@@ -93,11 +97,24 @@ async def _acquire(
     flight is awaited, and released if it won; a wait between polls just stops."""
     steps = _claim_steps(engine, execution, payload_hash, context, now)
     clock = engine.settings.clock
+    running: _Step | None = None
     try:
         while True:
-            step = _in_thread(_advance, steps)
+            running = _Step(steps)
+            step = _in_thread(running)
             try:
                 done, value = await asyncio.shield(step)
+            except GeneratorExit:
+                # Closed, not awaited (its task dropped): no await is allowed any more, and
+                # the step's future cannot complete while we hold the loop. Wait for its
+                # worker thread itself, then release in place a claim it won.
+                if running.ended.wait(CLOSED_STEP_WAIT_SECONDS):
+                    outcome = running.outcome
+                    if outcome is not None and outcome[0] and outcome[1][1] is _claiming.CLAIMED:
+                        _completing.release(
+                            engine, outcome[1][0], execution, reason="GeneratorExit"
+                        )
+                raise
             except asyncio.CancelledError:
                 await _outlast(step)
                 if not step.cancelled() and step.exception() is None:
@@ -112,7 +129,25 @@ async def _acquire(
                 return value  # type: ignore[no-any-return]
             await _sleep(clock, value)
     finally:
-        steps.close()  # never running here: each step's thread ended before we leave
+        if running is None or running.ended.is_set():
+            steps.close()  # a step still running (closed, waited for in vain) is left be
+
+
+class _Step:
+    """One step of a generator in a worker thread, whose end the loop's own thread can wait
+    for even while the loop cannot run (a coroutine being closed)."""
+
+    def __init__(self, steps: Steps) -> None:
+        self.steps = steps
+        self.ended = threading.Event()
+        self.outcome: tuple[bool, Any] | None = None
+
+    def __call__(self) -> tuple[bool, Any]:
+        try:
+            self.outcome = _advance(self.steps)
+            return self.outcome
+        finally:
+            self.ended.set()
 
 
 def _claim_steps(
