@@ -85,7 +85,8 @@ async def run(engine: Idempotency, data: Any, context: Any, call: Callable[[], A
     finally:
         execution._extender = None
         _execution.deactivate(token)
-    finishing = _completing.finish(engine, store, execution, payload_hash, result)
+    encoded = _completing.encode(engine, execution, result)  # here: as it was returned
+    finishing = _completing.finish_encoded(engine, store, execution, payload_hash, encoded)
     await _drive_to_the_end(finishing, engine.settings.clock)
     return result
 
@@ -162,16 +163,44 @@ async def _drive_to_the_end(steps: Steps, clock: Clock) -> Any:
     """Run steps to their end whatever cancellations arrive, then let the first go on."""
     cancelled = False
     while True:
-        step = _in_thread(_advance, steps)
-        cancelled = await _outlast(step) or cancelled
+        running = _Step(steps)
+        step = _in_thread(running)
+        try:
+            cancelled = await _outlast(step) or cancelled
+        except GeneratorExit:
+            # Closed, not awaited: no await is allowed any more, and the effect has
+            # happened. The steps go on in place, blocking, as a plain function's do.
+            if running.ended.wait(CLOSED_STEP_WAIT_SECONDS):
+                outcome = running.outcome
+                if outcome is not None and not outcome[0]:
+                    _drive_in_place(steps, clock, outcome[1])
+            raise
         done, value = step.result()
         if done:
             break
         sleeping = asyncio.ensure_future(_sleep(clock, value))
-        cancelled = await _outlast(sleeping) or cancelled
+        try:
+            cancelled = await _outlast(sleeping) or cancelled
+        except GeneratorExit:
+            sleeping.cancel()
+            _drive_in_place(steps, clock, 0.0)
+            raise
     if cancelled:
         raise asyncio.CancelledError
     return value
+
+
+def _drive_in_place(steps: Steps, clock: Clock, seconds: float) -> None:
+    """The rest of the steps on this thread, sleeping with the clock: a closed coroutine's
+    completion. Its failures are logged by the steps; the close goes on."""
+    try:
+        while True:
+            clock.sleep(seconds)
+            seconds = next(steps)
+    except StopIteration:
+        pass
+    except Exception:  # logged as completion_failed by the steps
+        pass
 
 
 async def _to_the_end(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
