@@ -1452,3 +1452,85 @@ def test_waiters_get_a_chunked_result_read_back_off_the_loop(store: DynamoDBStor
     assert run(scenario()) == [big] * 8
     assert run(export("o-1")) == big
     assert runs == ["o-1"]
+
+
+# -- the result after the coroutine returned: encoded off the loop, and closed mid-completion --
+
+
+def test_the_stored_result_is_what_the_coroutine_returned_though_other_tasks_change_it_later(
+    store: DynamoDBStore,
+) -> None:
+    """asyncio code relies on nothing changing between two awaits. The coroutine returns a
+    dict that other tasks on the loop keep changing afterwards (a shared state, a cache).
+    The stored result must be the dict as it was returned, not a torn copy read in a worker
+    thread while the loop changed it (or a 'dictionary changed size' error)."""
+    runs: list[str] = []
+    state: dict[str, Any] = {f"k{index}": (index, b"x") for index in range(20_000)}
+    returned: list[dict[str, Any]] = []
+
+    @idempotent_function(key="order_id", store=store, cache_size=0)
+    async def snapshot(order_id: str) -> dict[str, Any]:
+        runs.append(order_id)
+        returned.append(dict(state))  # what it returns, as it returns it
+        return state
+
+    async def churn(stop: asyncio.Event) -> None:
+        tick = 0
+        while not stop.is_set():
+            tick += 1
+            state[f"new{tick}"] = (tick, b"y")
+            state.pop(f"k{tick}", None)
+            await asyncio.sleep(0)
+
+    async def scenario() -> Any:
+        stop = asyncio.Event()
+        churning = asyncio.create_task(churn(stop))
+        await asyncio.sleep(0)
+        try:
+            return await snapshot("o-1")
+        finally:
+            stop.set()
+            await churning
+
+    outcome = run(scenario())
+    assert outcome is state
+    assert run(snapshot("o-1")) == returned[0]
+    assert runs == ["o-1"]
+
+
+def test_a_coroutine_closed_while_its_completion_backs_off_still_completes(
+    store: DynamoDBStore,
+) -> None:
+    """The completion's first attempts get 500s (not applied), so it backs off; the coroutine
+    is closed meanwhile. The effect happened: the key must complete (or at least never stay
+    IN_PROGRESS), not be abandoned between two attempts."""
+    runs: list[str] = []
+
+    @idempotent_function(key="order_id", store=store)
+    async def charge(order_id: str) -> str:
+        runs.append(order_id)
+        return "charged"
+
+    def refuse_completion(kwargs: dict[str, Any]) -> AWSResponse | None:
+        if hook.seen == 1:
+            return None  # the claim
+        return error_response(500, "InternalServerError") if hook.seen <= 5 else None
+
+    hook = Hook(store, "PutItem", refuse_completion)
+
+    async def start_then_close() -> None:
+        coroutine = charge("o-1")
+        step = coroutine.send(None)
+        while not runs or hook.seen < 2:
+            await asyncio.wait({step})
+            step = coroutine.send(None)
+        await asyncio.sleep(0.5)  # the first completion attempt failed: it is backing off
+        coroutine.close()
+
+    try:
+        run(start_then_close())
+        time.sleep(1)
+    finally:
+        hook.remove()
+    assert runs == ["o-1"]
+    assert status_of(store, pk_of(charge, order_id="o-1")) is Status.COMPLETED
