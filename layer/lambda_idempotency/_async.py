@@ -29,13 +29,14 @@ to its caller, never its key: no key stays locked by a cancelled caller.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import threading
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
 
-from . import _claiming, _completing, _execution, _replaying
+from . import _claiming, _completing, _execution, _observe, _replaying
 from ._clock import Clock, SystemClock
 from ._execution import Execution
 from ._protocol import Idempotency, _disabled, new_execution
@@ -53,6 +54,17 @@ async def run(engine: Idempotency, data: Any, context: Any, call: Callable[[], A
     if _disabled():
         engine._warn_disabled()  # points at the `await` of the decorated coroutine
         return await _run_unprotected(engine, call)
+    pinned = _observe.pin_xray_entity()  # outcomes counted in worker threads go on it too
+    try:
+        return await _protected(engine, data, context, call)
+    finally:
+        with contextlib.suppress(ValueError):  # closed from another context: nothing to undo
+            _observe.unpin_xray_entity(pinned)
+
+
+async def _protected(
+    engine: Idempotency, data: Any, context: Any, call: Callable[[], Awaitable[T]]
+) -> T:
     identity = engine._identify(data)
     if identity is None:
         return await _run_unprotected(engine, call)
