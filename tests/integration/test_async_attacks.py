@@ -14,11 +14,14 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSResponse
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lambda_idempotency import (
     DynamoDBStore,
@@ -1534,3 +1537,64 @@ def test_a_coroutine_closed_while_its_completion_backs_off_still_completes(
         hook.remove()
     assert runs == ["o-1"]
     assert status_of(store, pk_of(charge, order_id="o-1")) is Status.COMPLETED
+
+
+# -- a property: a cancel at a random moment, with a random store fault -----------------------
+
+FAULTS = ["none", "claim throttled once", "completion 500 twice", "release 500 once", "slow claim"]
+
+
+@given(
+    delay_ms=st.floats(min_value=0, max_value=40),
+    fault=st.sampled_from(FAULTS),
+    fail=st.booleans(),
+)
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_cancel_at_a_random_moment_with_a_random_fault_never_locks_the_key(
+    store: DynamoDBStore, delay_ms: float, fault: str, fail: bool
+) -> None:
+    """Whatever the moment and the fault: once the cancelled task is done its key is never
+    IN_PROGRESS, a completed key replays without running again, and a retry gets the answer."""
+    order_id = f"o-{uuid.uuid4().hex}"
+    runs: list[str] = []
+
+    @idempotent_function(key="order_id", payload="order_id", store=store, cache_size=0)
+    async def charge(order_id: str, fail: bool) -> str:
+        runs.append(order_id)
+        await asyncio.sleep(0.002)
+        if fail:
+            raise ValueError("declined")
+        return "charged"
+
+    def respond(_: dict[str, Any]) -> AWSResponse | None:
+        nth = hook.seen
+        if fault == "claim throttled once" and nth == 1:
+            return error_response(400, "ThrottlingException")
+        if fault == "completion 500 twice" and not fail and nth in (2, 3):
+            return error_response(500, "InternalServerError")
+        if fault == "release 500 once" and fail and nth == 2:
+            return error_response(500, "InternalServerError")
+        if fault == "slow claim" and nth == 1:
+            time.sleep(0.02)
+        return None
+
+    hook = Hook(store, "PutItem", respond)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(charge(order_id, fail))
+        await asyncio.sleep(delay_ms / 1000)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ValueError, StoreError):
+            await task
+
+    try:
+        run(scenario())
+    finally:
+        hook.remove()
+    status = status_of(store, pk_of(charge, order_id=order_id, fail=False))
+    assert status is not Status.IN_PROGRESS
+    ran = len(runs)
+    assert run(charge(order_id, False)) == "charged"
+    if status is Status.COMPLETED:
+        assert len(runs) == ran == 1
+    assert run(charge(order_id, False)) == "charged"
