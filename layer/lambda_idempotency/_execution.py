@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -147,4 +148,12 @@ def activate(execution: Execution) -> contextvars.Token[Execution | None]:
 
 
 def deactivate(token: contextvars.Token[Execution | None]) -> None:
-    _current.reset(token)
+    reset(_current, token)
+
+
+def reset(variable: contextvars.ContextVar[Any], token: contextvars.Token[Any]) -> None:
+    """`variable.reset(token)`, except in another context than the one that set it: a
+    coroutine closed from outside its task (dropped, then collected) runs its `finally`
+    there, where there is nothing of ours to undo, and its close must not fail."""
+    with contextlib.suppress(ValueError):  # only ever "created in a different Context"
+        variable.reset(token)

@@ -14,7 +14,12 @@ from aws_xray_sdk.core import xray_recorder
 
 from lambda_idempotency import DynamoDBStore, idempotent
 from tests.conftest import FakeContext
-from tests.unit.test_traces import RAW_KEY, SentToXRay, xray_in_lambda  # noqa: F401
+from tests.unit.test_traces import (  # noqa: F401 (fixtures, the socket closed after)
+    RAW_KEY,
+    SentToXRay,
+    _close_the_sdk_socket,
+    xray_in_lambda,
+)
 
 
 def test_an_async_handlers_outcome_goes_on_the_open_xray_subsegment(
