@@ -76,7 +76,13 @@ async def _protected(
             return cached  # type: ignore[no-any-return]
 
     execution = new_execution(pk, None)
-    store, replay = await _acquire(engine, execution, payload_hash, context, now)
+    later = _replaying.on_replay_later.set(True)  # copied into the steps' worker threads
+    try:
+        store, replay = await _acquire(engine, execution, payload_hash, context, now)
+    finally:
+        _execution.reset(_replaying.on_replay_later, later)
+    if isinstance(replay, _replaying.Replayed):  # `on_replay` here, on the loop
+        return _replaying.replayed(engine, replay.result, replay.info)  # type: ignore[no-any-return]
     if replay is not _claiming.CLAIMED:
         return replay  # type: ignore[no-any-return]
 
