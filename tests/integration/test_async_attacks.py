@@ -257,6 +257,7 @@ def test_asyncio_timeout_firing_while_the_result_is_stored_raises_timeout_and_re
         runs.append(order_id)
         return "charged"
 
+    assert run(charge("o-warm")) == "charged"  # the client's first use is behind us
     held = HeldCall(store, "PutItem", seconds=0.3, nth=2)
 
     async def scenario() -> None:
@@ -270,7 +271,7 @@ def test_asyncio_timeout_firing_while_the_result_is_stored_raises_timeout_and_re
         held.remove()
     assert status_of(store, pk_of(charge, order_id="o-1")) is Status.COMPLETED
     assert run(charge("o-1")) == "charged"
-    assert runs == ["o-1"]
+    assert runs == ["o-warm", "o-1"]
 
 
 def test_an_outer_timeout_around_an_inner_one_is_reported_by_the_outer(
@@ -286,6 +287,7 @@ def test_an_outer_timeout_around_an_inner_one_is_reported_by_the_outer(
         runs.append(order_id)
         return "charged"
 
+    assert run(charge("o-warm")) == "charged"  # the client's first use is behind us
     held = HeldCall(store, "PutItem", seconds=0.3, nth=2)
     seen: list[str] = []
 
@@ -307,7 +309,7 @@ def test_an_outer_timeout_around_an_inner_one_is_reported_by_the_outer(
         held.remove()
     assert seen == ["outer"]
     assert status_of(store, pk_of(charge, order_id="o-1")) is Status.COMPLETED
-    assert runs == ["o-1"]
+    assert runs == ["o-warm", "o-1"]
 
 
 def test_cancel_twice_while_the_claim_is_in_flight_releases_once_and_cancels(
@@ -1598,3 +1600,49 @@ def test_a_cancel_at_a_random_moment_with_a_random_fault_never_locks_the_key(
     if status is Status.COMPLETED:
         assert len(runs) == ran == 1
     assert run(charge(order_id, False)) == "charged"
+
+
+# -- the caller's own callbacks run where the caller runs --------------------------------------
+
+
+def test_on_replay_runs_on_the_loops_thread_for_store_waiter_and_cache_replays(
+    store: DynamoDBStore,
+) -> None:
+    """`on_replay` is the caller's code: under a coroutine it may use the running loop (a
+    plain function's runs in the caller's thread). Before the fix, a replay from the store
+    (a refused claim, a waiter's poll) ran it in the worker thread of the store step:
+    `asyncio.get_running_loop()` there raised RuntimeError('no running event loop')."""
+    runs: list[str] = []
+    seen: list[tuple[str, bool]] = []
+
+    def on_replay(result: Any, info: Any) -> Any:
+        asyncio.get_running_loop()  # raises off the loop
+        seen.append((info.source, threading.current_thread() is threading.main_thread()))
+        return {"replayed": result}
+
+    def decorate(cache_size: int) -> Any:
+        return idempotent_function(
+            key="order_id",
+            store=store,
+            on_in_progress="wait",
+            on_replay=on_replay,
+            namespace="on-replay",
+            cache_size=cache_size,
+        )
+
+    async def body(order_id: str) -> str:
+        runs.append(order_id)
+        await asyncio.sleep(0.3)
+        return "charged"
+
+    charge, uncached = decorate(256)(body), decorate(0)(body)
+
+    async def scenario() -> list[Any]:
+        return list(await asyncio.gather(charge("o-1"), charge("o-1")))  # one waits
+
+    assert sorted(map(str, run(scenario()))) == ["charged", "{'replayed': 'charged'}"]
+    assert run(uncached("o-1")) == {"replayed": "charged"}  # from the store
+    assert run(charge("o-1")) == {"replayed": "charged"}  # from the warm cache
+    assert [source for source, _ in seen] == ["store", "store", "cache"]
+    assert all(on_main for _, on_main in seen)
+    assert runs == ["o-1"]
