@@ -102,7 +102,7 @@ async def _protected(
         raise
     finally:
         execution._extender = None
-        _execution.deactivate(token)
+        _execution.deactivate(execution, token)
     encoded = _completing.encode(engine, execution, result)  # here: as it was returned
     finishing = _completing.finish_encoded(engine, store, execution, payload_hash, encoded)
     await _drive_to_the_end(finishing, engine.settings.clock)
@@ -275,7 +275,7 @@ async def _run_unprotected(engine: Idempotency, call: Callable[[], Awaitable[T]]
     try:
         result = await call()
     finally:
-        _execution.deactivate(token)
+        _execution.deactivate(execution, token)
     if execution.writes:
         await _to_the_end(lambda: engine.settings.store().commit_writes(execution.writes))
     return result

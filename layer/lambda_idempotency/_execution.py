@@ -26,6 +26,7 @@ class Execution:
     """
 
     __slots__ = (
+        "_closed",
         "_extender",
         "answer_by_ms",
         "claimed_at_ms",
@@ -44,6 +45,8 @@ class Execution:
         self.writes: list[Mapping[str, Any]] = []
         self._extender: Callable[[float], int] | None = None
         """Set by the engine while it holds the key: writes a longer lease, fenced."""
+        self._closed = False
+        """Set by the engine when the call has returned (or raised): writes are taken."""
 
     def __repr__(self) -> str:
         return f"Execution(key_hash={self.key_hash!r}, writes={len(self.writes)})"
@@ -71,6 +74,13 @@ class Execution:
                     f"add_write: {action}.{part} must be in the low-level client's shape, "
                     'e.g. {"id": {"S": "42"}}'
                 )
+        if self._closed:
+            # A thread or task the call started, enlisting after it returned: the result is
+            # (being) stored without this write, which would silently never commit.
+            raise NoActiveExecutionError(
+                "add_write after the protected call returned: the write would not commit with "
+                "its result; enlist before the call returns (await the tasks that enlist)"
+            )
         if len(self.writes) >= MAX_ENLISTED_WRITES:
             raise ConfigurationError(f"at most {MAX_ENLISTED_WRITES} writes can be enlisted")
         self.writes.append(transact_item)
@@ -147,7 +157,10 @@ def activate(execution: Execution) -> contextvars.Token[Execution | None]:
     return _current.set(execution)
 
 
-def deactivate(token: contextvars.Token[Execution | None]) -> None:
+def deactivate(execution: Execution, token: contextvars.Token[Execution | None]) -> None:
+    """The call has returned (or raised): its execution is no longer current, and takes no
+    more writes (a task or thread it started may still hold it)."""
+    execution._closed = True
     reset(_current, token)
 
 
