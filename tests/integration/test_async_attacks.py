@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import json
 import logging
 import threading
@@ -848,18 +849,6 @@ def test_no_execution_is_visible_in_the_caller_after_the_call_or_its_cancellatio
     run(scenario())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BREAK: a task started by the coroutine (it copies the context) that enlists after "
-        "the call completed gets no error; the write is appended to a finished Execution and "
-        "never sent (the sync path has the same hole with a thread given a copied context). "
-        "_execution.Execution.add_write checks nothing about the call's state. Fix: the "
-        "engine marks the Execution finished when the completion takes its writes "
-        "(_completing.finish, and the release), and add_write then raises a typed error "
-        "(NoActiveExecutionError: the call is over, this write would not commit)"
-    ),
-)
 def test_a_write_enlisted_by_a_task_that_outlives_the_call_is_refused_not_lost(
     store: DynamoDBStore,
 ) -> None:
@@ -894,6 +883,42 @@ def test_a_write_enlisted_by_a_task_that_outlives_the_call_is_refused_not_lost(
     run(scenario())
     items = store.client.scan(TableName=business, ConsistentRead=True)["Items"]
     assert late[1] != "accepted" or items, "accepted, and never written: a lost write"
+    assert late[1] == "NoActiveExecutionError"
+    assert items == []
+
+
+def test_a_write_enlisted_by_a_thread_after_a_plain_call_returned_is_refused(
+    store: DynamoDBStore,
+) -> None:
+    """The sync path's form of the same hole: a thread given the call's context enlists
+    after the call returned."""
+    business = create_table(store.client, f"{store.table_name}-late-sync", key="id")
+    started: list[threading.Thread] = []
+    late: list[str] = []
+    go = threading.Event()
+
+    def enlist_late() -> None:
+        go.wait(10)
+        try:
+            current_execution().add_write(
+                {"Put": {"TableName": business, "Item": {"id": {"S": "late"}}}}
+            )
+            late.append("accepted")
+        except Exception as error:
+            late.append(type(error).__name__)
+
+    @idempotent_function(key="order_id", store=store)
+    def charge(order_id: str) -> str:
+        thread = threading.Thread(target=contextvars.copy_context().run, args=(enlist_late,))
+        thread.start()
+        started.append(thread)
+        return "charged"
+
+    assert charge("o-1") == "charged"
+    go.set()
+    started[0].join(10)
+    assert late == ["NoActiveExecutionError"]
+    assert store.client.scan(TableName=business, ConsistentRead=True)["Items"] == []
 
 
 def test_an_async_handler_run_by_asyncio_run_inside_a_sync_lambda_handler(
