@@ -29,12 +29,14 @@ to its caller, never its key: no key stays locked by a cancelled caller.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
+import threading
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
 
-from . import _claiming, _completing, _execution, _replaying
+from . import _claiming, _completing, _execution, _observe, _replaying
 from ._clock import Clock, SystemClock
 from ._execution import Execution
 from ._protocol import Idempotency, _disabled, new_execution
@@ -42,6 +44,9 @@ from ._store import DynamoDBStore
 
 T = TypeVar("T")
 Steps = Generator[float, None, Any]
+CLOSED_STEP_WAIT_SECONDS = 60.0
+"""How long a coroutine closed while its claim is in flight blocks for the claim's end: past
+the client's own bounds (2 s to connect, 10 s to read, 3 attempts)."""
 
 
 async def run(engine: Idempotency, data: Any, context: Any, call: Callable[[], Awaitable[T]]) -> T:
@@ -49,6 +54,17 @@ async def run(engine: Idempotency, data: Any, context: Any, call: Callable[[], A
     if _disabled():
         engine._warn_disabled()  # points at the `await` of the decorated coroutine
         return await _run_unprotected(engine, call)
+    pinned = _observe.pin_xray_entity()  # outcomes counted in worker threads go on it too
+    try:
+        return await _protected(engine, data, context, call)
+    finally:
+        with contextlib.suppress(ValueError):  # closed from another context: nothing to undo
+            _observe.unpin_xray_entity(pinned)
+
+
+async def _protected(
+    engine: Idempotency, data: Any, context: Any, call: Callable[[], Awaitable[T]]
+) -> T:
     identity = engine._identify(data)
     if identity is None:
         return await _run_unprotected(engine, call)
@@ -60,7 +76,13 @@ async def run(engine: Idempotency, data: Any, context: Any, call: Callable[[], A
             return cached  # type: ignore[no-any-return]
 
     execution = new_execution(pk, None)
-    store, replay = await _acquire(engine, execution, payload_hash, context, now)
+    later = _replaying.on_replay_later.set(True)  # copied into the steps' worker threads
+    try:
+        store, replay = await _acquire(engine, execution, payload_hash, context, now)
+    finally:
+        _execution.reset(_replaying.on_replay_later, later)
+    if isinstance(replay, _replaying.Replayed):  # `on_replay` here, on the loop
+        return _replaying.replayed(engine, replay.result, replay.info)  # type: ignore[no-any-return]
     if replay is not _claiming.CLAIMED:
         return replay  # type: ignore[no-any-return]
 
@@ -80,8 +102,9 @@ async def run(engine: Idempotency, data: Any, context: Any, call: Callable[[], A
         raise
     finally:
         execution._extender = None
-        _execution.deactivate(token)
-    finishing = _completing.finish(engine, store, execution, payload_hash, result)
+        _execution.deactivate(execution, token)
+    encoded = _completing.encode(engine, execution, result)  # here: as it was returned
+    finishing = _completing.finish_encoded(engine, store, execution, payload_hash, encoded)
     await _drive_to_the_end(finishing, engine.settings.clock)
     return result
 
@@ -93,11 +116,24 @@ async def _acquire(
     flight is awaited, and released if it won; a wait between polls just stops."""
     steps = _claim_steps(engine, execution, payload_hash, context, now)
     clock = engine.settings.clock
+    running: _Step | None = None
     try:
         while True:
-            step = _in_thread(_advance, steps)
+            running = _Step(steps)
+            step = _in_thread(running)
             try:
                 done, value = await asyncio.shield(step)
+            except GeneratorExit:
+                # Closed, not awaited (its task dropped): no await is allowed any more, and
+                # the step's future cannot complete while we hold the loop. Wait for its
+                # worker thread itself, then release in place a claim it won.
+                if running.ended.wait(CLOSED_STEP_WAIT_SECONDS):
+                    outcome = running.outcome
+                    if outcome is not None and outcome[0] and outcome[1][1] is _claiming.CLAIMED:
+                        _completing.release(
+                            engine, outcome[1][0], execution, reason="GeneratorExit"
+                        )
+                raise
             except asyncio.CancelledError:
                 await _outlast(step)
                 if not step.cancelled() and step.exception() is None:
@@ -112,7 +148,25 @@ async def _acquire(
                 return value  # type: ignore[no-any-return]
             await _sleep(clock, value)
     finally:
-        steps.close()  # never running here: each step's thread ended before we leave
+        if running is None or running.ended.is_set():
+            steps.close()  # a step still running (closed, waited for in vain) is left be
+
+
+class _Step:
+    """One step of a generator in a worker thread, whose end the loop's own thread can wait
+    for even while the loop cannot run (a coroutine being closed)."""
+
+    def __init__(self, steps: Steps) -> None:
+        self.steps = steps
+        self.ended = threading.Event()
+        self.outcome: tuple[bool, Any] | None = None
+
+    def __call__(self) -> tuple[bool, Any]:
+        try:
+            self.outcome = _advance(self.steps)
+            return self.outcome
+        finally:
+            self.ended.set()
 
 
 def _claim_steps(
@@ -127,16 +181,44 @@ async def _drive_to_the_end(steps: Steps, clock: Clock) -> Any:
     """Run steps to their end whatever cancellations arrive, then let the first go on."""
     cancelled = False
     while True:
-        step = _in_thread(_advance, steps)
-        cancelled = await _outlast(step) or cancelled
+        running = _Step(steps)
+        step = _in_thread(running)
+        try:
+            cancelled = await _outlast(step) or cancelled
+        except GeneratorExit:
+            # Closed, not awaited: no await is allowed any more, and the effect has
+            # happened. The steps go on in place, blocking, as a plain function's do.
+            if running.ended.wait(CLOSED_STEP_WAIT_SECONDS):
+                outcome = running.outcome
+                if outcome is not None and not outcome[0]:
+                    _drive_in_place(steps, clock, outcome[1])
+            raise
         done, value = step.result()
         if done:
             break
         sleeping = asyncio.ensure_future(_sleep(clock, value))
-        cancelled = await _outlast(sleeping) or cancelled
+        try:
+            cancelled = await _outlast(sleeping) or cancelled
+        except GeneratorExit:
+            sleeping.cancel()
+            _drive_in_place(steps, clock, 0.0)
+            raise
     if cancelled:
         raise asyncio.CancelledError
     return value
+
+
+def _drive_in_place(steps: Steps, clock: Clock, seconds: float) -> None:
+    """The rest of the steps on this thread, sleeping with the clock: a closed coroutine's
+    completion. Its failures are logged by the steps; the close goes on."""
+    try:
+        while True:
+            clock.sleep(seconds)
+            seconds = next(steps)
+    except StopIteration:
+        pass
+    except Exception:  # logged as completion_failed by the steps
+        pass
 
 
 async def _to_the_end(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -193,7 +275,7 @@ async def _run_unprotected(engine: Idempotency, call: Callable[[], Awaitable[T]]
     try:
         result = await call()
     finally:
-        _execution.deactivate(token)
+        _execution.deactivate(execution, token)
     if execution.writes:
         await _to_the_end(lambda: engine.settings.store().commit_writes(execution.writes))
     return result

@@ -40,15 +40,37 @@ def finish(
     result: Any,
 ) -> Sleeps:
     """The run returned `result`: store it (as the policy says), or release the key."""
-    pk = execution.key_hash or ""
+    yield from finish_encoded(
+        engine, store, execution, payload_hash, encode(engine, execution, result)
+    )
+
+
+def encode(engine: Engine, execution: Execution, result: Any) -> _encoding.Encoded | None:
+    """The result as it will be stored, or None when the `store_result` policy refuses it.
+    Where the run returned (a coroutine's loop, not a worker thread): the result is read as
+    it was returned, before other tasks on the loop can change it."""
     if not engine.settings.should_store(result):
-        release(engine, store, execution, reason="result not stored by policy")
-        return
+        return None
     encoded = _encoding.encode(result)
     if encoded.problem is not None:
         # The effect has happened: the key completes all the same, and its retries get
         # a typed error instead of running the handler again.
+        pk = execution.key_hash or ""
         engine._count("result_not_storable", logging.WARNING, pk, problem=encoded.problem)
+    return encoded
+
+
+def finish_encoded(
+    engine: Engine,
+    store: DynamoDBStore,
+    execution: Execution,
+    payload_hash: str | None,
+    encoded: _encoding.Encoded | None,
+) -> Sleeps:
+    """`finish` with the result already encoded (None: refused by the policy)."""
+    if encoded is None:
+        release(engine, store, execution, reason="result not stored by policy")
+        return
     yield from complete(engine, store, execution, payload_hash, encoded)
 
 

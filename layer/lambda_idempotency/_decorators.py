@@ -177,7 +177,7 @@ def _async_handler(handler: Callable[P, R], engine: Idempotency) -> Callable[P, 
                 engine, event, context, lambda: await_settled(handler, *args, **kwargs)
             )
         finally:
-            _execution.lambda_context.reset(token)
+            _execution.reset(_execution.lambda_context, token)
 
     wrapper.idempotency = engine  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -25,6 +26,7 @@ class Execution:
     """
 
     __slots__ = (
+        "_closed",
         "_extender",
         "answer_by_ms",
         "claimed_at_ms",
@@ -43,6 +45,8 @@ class Execution:
         self.writes: list[Mapping[str, Any]] = []
         self._extender: Callable[[float], int] | None = None
         """Set by the engine while it holds the key: writes a longer lease, fenced."""
+        self._closed = False
+        """Set by the engine when the call has returned (or raised): writes are taken."""
 
     def __repr__(self) -> str:
         return f"Execution(key_hash={self.key_hash!r}, writes={len(self.writes)})"
@@ -70,6 +74,13 @@ class Execution:
                     f"add_write: {action}.{part} must be in the low-level client's shape, "
                     'e.g. {"id": {"S": "42"}}'
                 )
+        if self._closed:
+            # A thread or task the call started, enlisting after it returned: the result is
+            # (being) stored without this write, which would silently never commit.
+            raise NoActiveExecutionError(
+                "add_write after the protected call returned: the write would not commit with "
+                "its result; enlist before the call returns (await the tasks that enlist)"
+            )
         if len(self.writes) >= MAX_ENLISTED_WRITES:
             raise ConfigurationError(f"at most {MAX_ENLISTED_WRITES} writes can be enlisted")
         self.writes.append(transact_item)
@@ -146,5 +157,16 @@ def activate(execution: Execution) -> contextvars.Token[Execution | None]:
     return _current.set(execution)
 
 
-def deactivate(token: contextvars.Token[Execution | None]) -> None:
-    _current.reset(token)
+def deactivate(execution: Execution, token: contextvars.Token[Execution | None]) -> None:
+    """The call has returned (or raised): its execution is no longer current, and takes no
+    more writes (a task or thread it started may still hold it)."""
+    execution._closed = True
+    reset(_current, token)
+
+
+def reset(variable: contextvars.ContextVar[Any], token: contextvars.Token[Any]) -> None:
+    """`variable.reset(token)`, except in another context than the one that set it: a
+    coroutine closed from outside its task (dropped, then collected) runs its `finally`
+    there, where there is nothing of ours to undo, and its close must not fail."""
+    with contextlib.suppress(ValueError):  # only ever "created in a different Context"
+        variable.reset(token)

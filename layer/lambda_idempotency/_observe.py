@@ -8,6 +8,7 @@ without either pays two dictionary look-ups an outcome and imports nothing.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import sys
 from typing import TYPE_CHECKING, Any
@@ -65,15 +66,47 @@ def annotate_trace(outcome: str, key_hash: str | None, fields: dict[str, Any]) -
         emit(logging.WARNING, "trace_failed", key_hash, error=type(exc).__name__)
 
 
-def _annotate_xray(xray: Any, outcome: str, key_hash: str | None) -> None:
+_pinned_xray_entity: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "lambda_idempotency_xray_entity", default=None
+)
+"""The X-Ray entity open where a coroutine was called, for the steps it runs in worker threads:
+the X-Ray SDK keeps its entities per thread, so a worker thread sees none of its own."""
+
+
+def pin_xray_entity() -> contextvars.Token[Any] | None:
+    """On the caller's thread, before its steps go to worker threads (which copy the context):
+    the X-Ray entity open here, if any, for their outcomes. None when there is nothing to pin."""
+    xray = sys.modules.get(XRAY_MODULE)
+    if xray is None:
+        return None
+    try:
+        entity = _open_xray_entity(xray)
+    except Exception:  # a trace never changes what the caller gets
+        return None
+    return None if entity is None else _pinned_xray_entity.set(entity)
+
+
+def unpin_xray_entity(token: contextvars.Token[Any] | None) -> None:
+    if token is not None:
+        _pinned_xray_entity.reset(token)
+
+
+def _open_xray_entity(xray: Any) -> Any:
     """Only an entity that is open: asking the recorder with none open logs (or raises)
     "cannot find the current segment". Lambda's own segment (the facade) refuses
     annotations, so in Lambda they go on a subsegment, such as Powertools' `## handler`."""
     recorder = xray.xray_recorder
     if not getattr(getattr(recorder.context, "_local", None), "entities", None):
-        return
+        return None
     entity = recorder.get_trace_entity()
     if entity is None or type(entity).__name__ == "FacadeSegment":
+        return None
+    return entity
+
+
+def _annotate_xray(xray: Any, outcome: str, key_hash: str | None) -> None:
+    entity = _pinned_xray_entity.get() or _open_xray_entity(xray)
+    if entity is None:
         return
     entity.put_annotation(XRAY_OUTCOME, outcome)
     if key_hash is not None:

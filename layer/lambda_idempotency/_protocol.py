@@ -98,7 +98,7 @@ class Idempotency(Engine):
             raise
         finally:
             execution._extender = None
-            _execution.deactivate(token)
+            _execution.deactivate(execution, token)
         drive(_completing.finish(self, store, execution, payload_hash, result), sleep)
         return result
 
@@ -108,7 +108,7 @@ class Idempotency(Engine):
         try:
             result = call()
         finally:
-            _execution.deactivate(token)
+            _execution.deactivate(execution, token)
         if execution.writes:
             self.settings.store().commit_writes(execution.writes)
         return result

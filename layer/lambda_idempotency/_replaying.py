@@ -8,6 +8,7 @@ hash only, and the handler never runs for it.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from typing import Any
 
@@ -20,6 +21,23 @@ from ._store import DynamoDBStore
 
 MISS: Any = object()
 """What `from_cache` returns when the cache has no result for the key."""
+
+on_replay_later: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "lambda_idempotency_on_replay_later", default=False
+)
+"""Set by the async driver while its steps run in worker threads: `on_replay` is the caller's
+code (it may use the caller's loop), so a replay comes back as `Replayed` and the driver
+applies `on_replay` on the loop."""
+
+
+class Replayed:
+    """A replayed result whose `on_replay` is still to be applied, where the caller runs."""
+
+    __slots__ = ("info", "result")
+
+    def __init__(self, result: Any, info: ReplayInfo) -> None:
+        self.result = result
+        self.info = info
 
 
 def from_cache(engine: Engine, pk: str, payload_hash: str | None, now_ms: int) -> Any:
@@ -82,4 +100,8 @@ def decode(engine: Engine, document: bytes, typed: bool, pk: str) -> Any:
 
 def replayed(engine: Engine, result: Any, info: ReplayInfo) -> Any:
     on_replay = engine.settings.on_replay
-    return result if on_replay is None else on_replay(result, info)
+    if on_replay is None:
+        return result
+    if on_replay_later.get():
+        return Replayed(result, info)
+    return on_replay(result, info)

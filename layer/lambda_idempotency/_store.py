@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
@@ -145,6 +146,12 @@ def _default_client(endpoint_url: str | None, region_name: str | None) -> Dynamo
     return client
 
 
+_BUILDING = threading.RLock()
+"""Held while a store builds its client or its wire path on first use: an async call's steps
+run in several worker threads at once, and boto3 builds clients (and its default session)
+unsafely from several threads; one client per store, built once. Rare, so one lock for all."""
+
+
 class DynamoDBStore:
     """Reads and writes idempotency records in one DynamoDB table.
 
@@ -254,13 +261,22 @@ class DynamoDBStore:
     @property
     def client(self) -> DynamoDBClient:
         if self._client is None:
-            self._client = _default_client(self._endpoint_url, self._region_name)
+            with _BUILDING:
+                if self._client is None:
+                    self._client = _default_client(self._endpoint_url, self._region_name)
         return self._client
 
     def _caller(self) -> Any:
         """What `_send` calls: the lean wire path over the client (see _wire.py), or the
         client itself when it is off or cannot serve this client."""
         client = self.client
+        wire = self._wire
+        if wire is not None and wire[0] is client:
+            return wire[1]
+        with _BUILDING:
+            return self._build_wire(client)
+
+    def _build_wire(self, client: Any) -> Any:
         if self._wire is None or self._wire[0] is not client:
             if self._fast_wire and os.environ.get("IDEMPOTENCY_FAST_WIRE", "").lower() not in (
                 "0",
