@@ -327,6 +327,10 @@ def test_status_of_is_what_the_client_sees(response: Any, status: int) -> None:
         ({"key_required": False}, "required="),
         ({"store_result": bool}, "store_status="),
         ({"scope": "requestContext.[invalid"}, "not valid JMESPath"),
+        # a selector refused names its role, so the user knows which option to fix
+        ({"scope": "requestContext.[x"}, r"^scope 'requestContext\.\[x' is not valid JMESPath"),
+        ({"payload": "body.[x"}, r"^payload 'body\.\[x' is not valid JMESPath"),
+        ({"payload": 42}, r"^payload must be a JMESPath expression or a callable"),
     ],
 )
 def test_misconfiguration_fails_at_decoration(options: dict[str, Any], message: str) -> None:
