@@ -827,6 +827,11 @@ class Level(enum.IntEnum):
     LOW = 1
 
 
+class Paint(enum.Enum):
+    RED = "red"
+    ONE = 1
+
+
 @pytest.mark.parametrize(
     ("result", "annotation", "stored"),
     [
@@ -852,8 +857,17 @@ def test_keys_the_annotation_turns_back_replay_as_themselves_with_it(
         {Colour.RED: 1, "red": 2},
         {datetime.date(2026, 1, 2): 1, "2026-01-02": 2},
         {(Colour.RED,): 1, ("red",): 2},
+        # every key converted: two enums of one value would merge into one key
+        {Colour.RED: 1, Paint.RED: 2},
+        {Level.LOW: 1, Paint.ONE: 2},
     ],
-    ids=["enum-and-its-value", "date-and-its-text", "inside-a-tuple"],
+    ids=[
+        "enum-and-its-value",
+        "date-and-its-text",
+        "inside-a-tuple",
+        "two-enums-one-value",
+        "int-enum-and-enum",
+    ],
 )
 def test_keys_that_collide_once_stored_are_not_stored(result: Any) -> None:
     assert encode(result).problem == "not_serializable: a dict whose keys collide once stored"
