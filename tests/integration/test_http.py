@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -185,6 +187,38 @@ def test_request_in_flight_is_409_with_retry_after_from_the_lease(
     # The first second past the holder's lease (its 30 s) and the 2 s clock-skew allowance:
     # then it surely answers (at 32.000 s the lease has not lapsed on a clock 2 s behind).
     assert retry_after == (["33"] if shape == "alb-multi-value" else "33")
+
+
+def documented_problems() -> dict[str, dict[str, Any]]:
+    """The problem responses docs/http.md shows, by problem type."""
+    text = (Path(__file__).parents[2] / "docs" / "http.md").read_text()
+    blocks = re.findall(r"```json\n(.*?)```", text, re.DOTALL)
+    shown = [json.loads(block) for block in blocks if "problem+json" in block]
+    return {json.loads(response["body"])["type"].rsplit(":", 1)[1]: response for response in shown}
+
+
+def test_the_problem_responses_docs_show_are_answered_word_for_word(
+    store: DynamoDBStore,
+) -> None:
+    """docs/http.md shows a client each refusal as it arrives: status, header names as
+    spelled, and the body with its detail. What the front end answers is exactly that."""
+    clock = FakeClock()
+    duplicates: list[dict[str, Any]] = []
+
+    @idempotent_http(store=store, clock=clock, cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        if not duplicates:  # the docs' retry arrives 9 s before the key is sure to answer
+            duplicates.append(handler(post("http-api"), FakeContext(6_000, clock=clock)))
+        return {"statusCode": 201, "body": "{}"}
+
+    assert handler(post("http-api"), FakeContext(6_000, clock=clock))["statusCode"] == 201
+    answered = {
+        "key-missing": handler(post("http-api", key=None), None),
+        "key-invalid": handler(post("http-api", key="abc\x07"), None),
+        "request-in-progress": duplicates[0],
+        "key-reused": handler(post("http-api", body='{"amount_cents": 1}'), None),
+    }
+    assert answered == documented_problems()
 
 
 @pytest.mark.parametrize("shape", SHAPES)

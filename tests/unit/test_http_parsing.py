@@ -6,8 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
-from lambda_idempotency import ConfigurationError, NotAnHttpEventError, _keys, idempotent_http
+from lambda_idempotency import (
+    ConfigurationError,
+    NotAnHttpEventError,
+    PayloadInvalidError,
+    _keys,
+    idempotent_http,
+)
 from lambda_idempotency._http import (
     HttpRequest,
     InvalidKeyError,
@@ -69,6 +77,39 @@ def test_malformed_keys_are_refused_with_the_reason(sent: str, reason: str) -> N
     with pytest.raises(InvalidKeyError) as refused:
         parse_key([sent])
     assert reason in refused.value.detail
+
+
+TOKEN_CHARS = "".join(chr(code) for code in range(0x21, 0x7F) if chr(code) not in '",\\')
+"""Printable ASCII but space, quote, comma and backslash: what a bare key may hold."""
+
+
+@given(st.text(alphabet=TOKEN_CHARS, min_size=1, max_size=255))
+@example("~")
+@example("!")
+@example("!~")
+def test_any_bare_key_of_token_characters_is_itself_quoted_or_not(key: str) -> None:
+    """From `!` to `~`, both ends included: a client's key is never refused for a
+    character the docs allow."""
+    assert parse_key([key]) == key
+    assert parse_key([f'"{key}"']) == key
+
+
+@pytest.mark.parametrize(
+    ("sent", "detail"),
+    [
+        ("a b", "Idempotency-Key contains a space; quote the key to send it"),
+        ('ab"c', "Idempotency-Key contains '\"' outside quotes; quote the key to send it"),
+        ("abc\x07", "Idempotency-Key contains a control character (U+0007)"),
+        ('"caf\u00e9"', "Idempotency-Key contains a non-ASCII character (U+00E9)"),
+    ],
+    ids=["space", "quote", "control", "non-ascii"],
+)
+def test_a_key_refused_for_a_character_says_which_word_for_word(sent: str, detail: str) -> None:
+    """The 400's detail is read by the person fixing the client: it names the character
+    and nothing else."""
+    with pytest.raises(InvalidKeyError) as refused:
+        parse_key([sent])
+    assert refused.value.detail == detail
 
 
 def test_a_header_sent_twice_is_refused() -> None:
@@ -175,6 +216,49 @@ def test_every_shape_fingerprints_the_same_request_alike(shape: str) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "the JSON body is nested too deep to fingerprint"),
+        ('{"amount": 1e9999999999999999999}', "the JSON body holds a number out of range"),
+    ],
+    ids=["too-deep", "exponent-out-of-range"],
+)
+def test_a_body_that_cannot_be_read_by_value_is_refused_saying_why(body: str, detail: str) -> None:
+    """The 400 body-unfingerprintable detail is this error's text: it tells the client
+    what to send flatter."""
+    request = HttpRequest.from_event(http_event("http-api", body=body))
+    with pytest.raises(PayloadInvalidError) as refused:
+        request.fingerprint()
+    assert str(refused.value) == detail
+
+
+def test_a_body_that_is_no_json_hashes_as_every_version_has_stored_it() -> None:
+    """A retry after an upgrade must match the fingerprint its first attempt stored: a
+    body that is no JSON counts by its sha256 under method and path, pinned here."""
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    request = http_event("rest-api", headers=form, body="amount=2500&currency=EUR")
+    assert fingerprint("rest-api", headers=form, body="amount=2500&currency=EUR") == (
+        "ea4052c1ff5ca6a5c5db9a60341117284138c2696e6f757cac7e30688f69f83a"
+    )
+    assert HttpRequest.from_event(request).fingerprint()[2] == {
+        "sha256": "e08e4c5b216e2e3ab273ba1c2357a7cae0ef50fa68412d5f67d71d5158559fad"
+    }
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_request_without_a_path_is_the_request_to_the_root(shape: str) -> None:
+    """An event that names no path (a direct invoke, a test console) fingerprints as `/`
+    in every shape, as the same request sent to `/`."""
+    event = http_event(shape, path="/", body="{}")
+    event.pop("rawPath", None)
+    event.pop("path", None)
+    event["requestContext"].get("http", {}).pop("path", None)
+    assert _keys.payload_hash(HttpRequest.from_event(event).fingerprint()) == fingerprint(
+        "rest-api", path="/", body="{}"
+    )
+
+
 # -- responses ----------------------------------------------------------------------------
 
 
@@ -243,6 +327,10 @@ def test_status_of_is_what_the_client_sees(response: Any, status: int) -> None:
         ({"key_required": False}, "required="),
         ({"store_result": bool}, "store_status="),
         ({"scope": "requestContext.[invalid"}, "not valid JMESPath"),
+        # a selector refused names its role, so the user knows which option to fix
+        ({"scope": "requestContext.[x"}, r"^scope 'requestContext\.\[x' is not valid JMESPath"),
+        ({"payload": "body.[x"}, r"^payload 'body\.\[x' is not valid JMESPath"),
+        ({"payload": 42}, r"^payload must be a JMESPath expression or a callable"),
     ],
 )
 def test_misconfiguration_fails_at_decoration(options: dict[str, Any], message: str) -> None:

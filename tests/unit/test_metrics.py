@@ -229,6 +229,25 @@ def test_every_front_end_takes_the_option(
     assert RAW_KEY not in output
 
 
+def test_a_body_refused_as_unfingerprintable_is_counted_payload_invalid(
+    moto_store: DynamoDBStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The 400 for a body that cannot be read by value is counted under its own outcome,
+    the one docs/operations.md lists, so an alarm on it sees every such refusal."""
+    runs: list[Any] = []
+
+    @idempotent_http(store=moto_store, metrics=True)
+    def api(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        runs.append(event)
+        return {"statusCode": 201, "body": "{}"}
+
+    too_deep = "[" * 100_000 + "]" * 100_000
+    request = http_event("http-api", headers={"Idempotency-Key": "k-1"}, body=too_deep)
+    assert api(request, FakeContext())["statusCode"] == 400
+    assert runs == []
+    assert counts(emf_lines(capsys.readouterr().out)) == {"payload_invalid": 1}
+
+
 def test_off_by_default_nothing_is_written(
     moto_store: DynamoDBStore, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,6 +18,7 @@ import enum
 import hashlib
 import json
 import math
+import re
 import zlib
 from collections.abc import Mapping
 from decimal import Decimal
@@ -450,6 +451,68 @@ def test_each_unreadable_result_is_a_typed_error(blob: Any) -> None:
     assert raised.value.__cause__ is None
 
 
+@pytest.mark.parametrize(
+    ("blob", "reason"),
+    [
+        (None, "the record holds no result"),
+        (b"z\x00\x01", "its compressed form does not decompress"),
+        (b"q1", "unknown stored result format b'q'"),
+        (b"j{", "it is not JSON"),
+        (b'j"\xff"', "it is not UTF-8"),
+        (b"j" + b"[" * 100_000 + b"]" * 100_000, "its JSON is nested too deep"),
+        (b"x[]", 'its "not stored" marker does not parse'),
+        (b'x{"reason": "too_large", "detail": []}', 'its "not stored" marker does not parse'),
+        (b'tj{"\\u0000": "int"}', "a tagged value in it is malformed"),
+        (b'tj{"\\u0000": "set", "v": "1"}', "it holds a tag this version does not know"),
+        (b'tj{"\\u0000": "dict", "v": [["a"]]}', "a tagged dict in it is malformed"),
+        (b'tj{"\\u0000": "dict", "v": [[1, 2]]}', "a tagged dict in it is malformed"),
+        (b'tj{"\\u0000": "decimal", "v": "one"}', "a value in it cannot be read"),
+    ],
+    ids=[
+        "no-result",
+        "not-zlib",
+        "unknown-format",
+        "not-json",
+        "not-utf8",
+        "too-deep",
+        "marker-not-object",
+        "marker-detail-not-text",
+        "tag-without-value",
+        "unknown-tag",
+        "dict-pair-short",
+        "dict-key-not-text",
+        "bad-decimal",
+    ],
+)
+def test_an_unreadable_result_says_what_is_wrong_in_words_of_its_own(
+    blob: Any, reason: str
+) -> None:
+    """The operator reading the error learns what is wrong with the stored result (never
+    the bytes themselves), so each kind of damage names itself."""
+    with pytest.raises(StoreError) as raised:
+        read(blob)
+    assert str(raised.value).endswith(f"the stored result cannot be read: {reason}")
+
+
+@pytest.mark.parametrize(
+    ("marker", "error", "said"),
+    [
+        ({"reason": "too_large"}, ResultTooLargeError, "too large to store ();"),
+        ({"reason": "not_serializable"}, ResultNotSerializableError, "could not be stored ();"),
+        ({"reason": "too_large", "detail": "9 bytes"}, ResultTooLargeError, "(9 bytes);"),
+    ],
+    ids=["too-large-no-detail", "not-serializable-no-detail", "too-large-detail"],
+)
+def test_a_marker_without_its_detail_is_its_error_adding_nothing(
+    marker: dict[str, str], error: type[Exception], said: str
+) -> None:
+    """A marker that gives no detail (another version may write none) repeats no detail:
+    the error says what happened and nothing made up."""
+    with pytest.raises(error) as raised:
+        read(NOT_STORED + json.dumps(marker).encode())
+    assert said in str(raised.value)
+
+
 def test_a_marker_from_a_later_version_is_still_not_stored() -> None:
     """An unknown reason (a version that adds one) still says the result was not stored."""
     with pytest.raises(ResultNotSerializableError, match=r"\(why\)"):
@@ -644,6 +707,7 @@ SUBCLASSED = [
 ]
 """Values JSON would store as their base type: the type would be lost, so they are not
 stored (an enum, whose value the annotation turns back into it, is not among them)."""
+SUBCLASSED_BASES = ["dict", "dict", "dict", "str", "int", "float", "list", "tuple"]
 
 floats = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([-0.0, 0.0])
 decimals = st.decimals(allow_nan=True, allow_infinity=True).filter(lambda d: not d.is_snan())
@@ -764,6 +828,11 @@ class Level(enum.IntEnum):
     LOW = 1
 
 
+class Paint(enum.Enum):
+    RED = "red"
+    ONE = 1
+
+
 @pytest.mark.parametrize(
     ("result", "annotation", "stored"),
     [
@@ -789,8 +858,17 @@ def test_keys_the_annotation_turns_back_replay_as_themselves_with_it(
         {Colour.RED: 1, "red": 2},
         {datetime.date(2026, 1, 2): 1, "2026-01-02": 2},
         {(Colour.RED,): 1, ("red",): 2},
+        # every key converted: two enums of one value would merge into one key
+        {Colour.RED: 1, Paint.RED: 2},
+        {Level.LOW: 1, Paint.ONE: 2},
     ],
-    ids=["enum-and-its-value", "date-and-its-text", "inside-a-tuple"],
+    ids=[
+        "enum-and-its-value",
+        "date-and-its-text",
+        "inside-a-tuple",
+        "two-enums-one-value",
+        "int-enum-and-enum",
+    ],
 )
 def test_keys_that_collide_once_stored_are_not_stored(result: Any) -> None:
     assert encode(result).problem == "not_serializable: a dict whose keys collide once stored"
@@ -813,6 +891,22 @@ def test_a_value_whose_type_json_would_lose_is_not_stored(result: Any, named: st
     assert encoded.problem is not None and named in encoded.problem
     with pytest.raises(ResultNotSerializableError, match=named):
         read(encoded.blob)
+
+
+@pytest.mark.parametrize(
+    ("result", "base"),
+    [(value, base) for value, base in zip(SUBCLASSED, SUBCLASSED_BASES, strict=True)],
+    ids=[type(value).__name__ for value in SUBCLASSED],
+)
+def test_a_subclass_not_stored_is_named_with_the_type_json_would_replay(
+    result: Any, base: str
+) -> None:
+    """The retries' error says why the result was not stored: its type is a subclass of a
+    JSON type, which a replay would be instead."""
+    named = f"{type(result).__qualname__} (a subclass of {base})"
+    assert encode(result).problem == f"not_serializable: {named}"
+    with pytest.raises(ResultNotSerializableError, match=re.escape(f"({named})")):
+        read(encode(result).blob)
 
 
 def test_a_serializer_that_raises_completes_the_key_not_stored() -> None:
