@@ -19,7 +19,7 @@ import pytest
 from fastapi import FastAPI
 from mangum import Mangum
 
-from lambda_idempotency import idempotent_http
+from lambda_idempotency import current_execution, idempotent_function, idempotent_http
 from lambda_idempotency.testing import FakeLambdaContext, IdempotencyTable, RoundTrips
 from tests.http_events import header_field, http_event, jwt
 
@@ -308,6 +308,30 @@ def test_the_apps_own_4xx_after_the_route_ran_is_stored_and_replayed(recipe: Mod
     assert first["statusCode"] == retry["statusCode"] == 409
     assert retry["body"] == first["body"]
     assert retry["headers"]["Idempotent-Replayed"] == "true"
+
+
+def test_an_effect_inside_a_route_is_leased_for_the_invocations_remaining_time(
+    recipe: ModuleType,
+) -> None:
+    """idempotent_http hands the Lambda context on, through Mangum's task and FastAPI's
+    thread pool: an idempotent_function in a route holds its key for the invocation's
+    remaining time, not the 900 s of a call without a context."""
+    leases: list[int | None] = []
+
+    @idempotent_function(key="order_id", store=recipe.store)
+    def reserve_stock(order_id: str) -> dict[str, str]:
+        execution = current_execution()
+        assert execution.lease_until_ms is not None and execution.claimed_at_ms is not None
+        leases.append(execution.lease_until_ms - execution.claimed_at_ms)
+        return {"reserved": order_id}
+
+    @recipe.app.post("/orders/{order_id}/reservation")
+    def reserve(order_id: str) -> dict[str, str]:
+        return reserve_stock(order_id)
+
+    invoke(recipe.handler, post("http-api", path="/orders/o-1/reservation", body="{}"))
+
+    assert leases == [30_000]
 
 
 # -- Mangum's event loop and lifespan --------------------------------------------------------
