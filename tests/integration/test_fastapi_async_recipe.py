@@ -174,3 +174,25 @@ def test_a_failed_charge_answers_500_unstored_and_the_retry_charges(recipe: Modu
     assert len(recipe.charges) == 1
     assert retried["statusCode"] == 201
     assert other_key["body"] == retried["body"]
+
+
+def test_another_amount_for_a_charged_order_answers_500_and_charges_nothing(
+    recipe: ModuleType,
+) -> None:
+    charged = invoke(recipe.handler, pay("k-1", amount=2500))
+
+    refused = invoke(recipe.handler, pay("k-2", amount=9900))
+    again = invoke(recipe.handler, pay("k-2", amount=9900))
+
+    assert charged["statusCode"] == 201
+    assert refused["statusCode"] == again["statusCode"] == 500  # PayloadMismatchError, unmapped
+    assert recipe.charges.calls == 1
+
+
+def test_a_body_fastapi_refuses_is_not_stored_here_either(recipe: ModuleType) -> None:
+    invalid = invoke(recipe.handler, {**pay("k-1"), "body": '{"amount": 2500}'})
+    corrected = invoke(recipe.handler, pay("k-1"))
+
+    assert invalid["statusCode"] == 422
+    assert corrected["statusCode"] == 201
+    assert recipe.charges.calls == 1

@@ -35,6 +35,8 @@ async def pay(order_id: str, payment: Payment) -> dict[str, Any]:
 asgi = Mangum(app, lifespan="off")
 
 
-@idempotent_http(store=store, ttl_seconds=86400)
+@idempotent_http(  # FastAPI's 422 is not stored, as in the app above
+    store=store, ttl_seconds=86400, store_status=lambda status: status < 500 and status != 422
+)
 def handler(event: dict[str, Any], context: Any) -> Any:
     return asgi(event, context)
