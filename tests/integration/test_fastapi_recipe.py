@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
 from mangum import Mangum
 
 from lambda_idempotency import current_execution, idempotent_function, idempotent_http
@@ -169,6 +169,52 @@ def test_reads_pass_through_without_a_key_or_a_dynamodb_request(
     assert round_trips.take() == []
     assert json.loads(read["body"]) == created
     assert missing["statusCode"] == 404
+
+
+def set_cookies(response: dict[str, Any]) -> list[str]:
+    """The cookies a response sets, wherever its shape carries them (for ALB without
+    multi-value headers Mangum spells each Set-Cookie in another letter case)."""
+    found = list(response.get("cookies") or [])
+    for field in ("headers", "multiValueHeaders"):
+        for name, value in (response.get(field) or {}).items():
+            if name.lower() == "set-cookie":
+                found += value if isinstance(value, list) else [value]
+    return sorted(cookie.split(";")[0] for cookie in found)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_cookies_replay_in_the_fields_mangum_answered_them_in(
+    recipe: ModuleType, shape: str
+) -> None:
+    """Two Set-Cookie headers: `cookies` for HTTP APIs and Function URLs, multi-value
+    headers for REST APIs and ALB, one name in two letter cases for ALB otherwise. The
+    retry gets them as the first answer had them, only the replay mark added."""
+
+    @recipe.app.post("/session", status_code=201)
+    def open_session(response: Response) -> dict[str, str]:
+        recipe.orders["session"] = {}
+        response.set_cookie("session", "s-1")
+        response.set_cookie("theme", "dark")
+        return {}
+
+    first = invoke(recipe.handler, post(shape, path="/session", body="{}"))
+    retry = invoke(recipe.handler, post(shape, path="/session", body="{}"))
+
+    assert recipe.orders.writes == 1
+    assert set_cookies(first) == set_cookies(retry) == ["session=s-1", "theme=dark"]
+    for field in ("cookies", "headers", "multiValueHeaders"):
+        replayed = retry.get(field)
+        if isinstance(replayed, dict):
+            replayed = {k: v for k, v in replayed.items() if k != "Idempotent-Replayed"}
+        assert replayed == first.get(field)
+
+
+def test_the_recipes_keys_are_namespaced_by_its_handler_not_by_mangum(recipe: ModuleType) -> None:
+    """Why the recipe decorates a function around the Mangum instance (docs/http.md)."""
+    around_the_instance = idempotent_http(store=recipe.store)(recipe.asgi)
+
+    assert recipe.handler.idempotency.settings.namespace == "tests.recipes.fastapi_app.handler"
+    assert around_the_instance.idempotency.settings.namespace == "mangum.adapter.Mangum"
 
 
 # -- refusals ------------------------------------------------------------------------------
