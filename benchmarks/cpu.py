@@ -13,6 +13,9 @@ Every scenario is timed twice in the same rounds: with the Lambda runtime's log 
 root logger and the root at WARNING (a function that never configures logging), and with the
 root at INFO, as AWS's logging guide has functions do. After the timing, one pass under
 `tracemalloc` takes each invocation path's peak Python heap.
+
+Ours also runs on an `async def` handler (the async path: store calls in a worker thread),
+each invocation awaited on one event loop, in the same rounds as the sync path.
 """
 
 from __future__ import annotations
@@ -23,14 +26,22 @@ import statistics
 import time
 import tracemalloc
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .contenders import CONTENDERS, OURS, POWERTOOLS, Contender
 from .lambda_logging import LambdaLogging
 from .recording import Exchange, Recorder, Replayer
 from .report import Budget, Section, Table, kilobytes, microseconds, ratio
-from .scenarios import FIRST_RUN, REPLAY, SCENARIOS, Scenario, Subject
+from .scenarios import (
+    FIRST_RUN,
+    REPLAY,
+    SCENARIOS,
+    AsyncSubject,
+    Scenario,
+    Subject,
+    loop_floor,
+)
 from .workload import dynamodb_client
 
 BUDGET_SHARE = 0.5
@@ -41,6 +52,9 @@ MODES = {UNCONFIGURED: logging.WARNING, INFO: logging.INFO}
 """Root logger level per logging mode, the runtime's handler installed in both."""
 MODE_TITLES = {UNCONFIGURED: "logging unconfigured", INFO: "root logger at INFO"}
 HEAP_CALLS = 5
+ASYNC_SCENARIOS = (FIRST_RUN, REPLAY)
+"""The scenarios ours also runs on an `async def` handler."""
+ASYNC = "ours-async"
 
 
 class BotocoreMeter:
@@ -84,12 +98,18 @@ class Recorded:
     script: list[Exchange]
 
 
-def record(scenario: Scenario, contender: Contender, endpoint_url: str, table: str) -> Recorded:
+def record(
+    scenario: Scenario,
+    contender: Contender,
+    endpoint_url: str,
+    table: str,
+    kind: type[Subject] = Subject,
+) -> Recorded:
     """Run one invocation for real, keep DynamoDB's answers, and switch the client over to
     answering from them (checking the replayed invocation ends the same way)."""
     client = contender.default_client(endpoint_url)
     replayer = Replayer(client)
-    subject, meter = metered_subject(scenario, contender, client, table)
+    subject, meter = metered_subject(scenario, contender, client, table, kind)
     with subject:
         recorder = Recorder(client)
         outcome = subject()
@@ -103,7 +123,11 @@ def record(scenario: Scenario, contender: Contender, endpoint_url: str, table: s
 
 
 def metered_subject(
-    scenario: Scenario, contender: Contender, client: Any, table: str
+    scenario: Scenario,
+    contender: Contender,
+    client: Any,
+    table: str,
+    kind: type[Subject] = Subject,
 ) -> tuple[Subject, BotocoreMeter]:
     """The library on `client` as it runs in production, with a meter on its DynamoDB calls.
     Powertools calls the boto3 client; our store calls its fast wire path over the client
@@ -112,11 +136,20 @@ def metered_subject(
     if contender is not OURS:
         meter = BotocoreMeter(client)
         return Subject(scenario, contender, meter, table), meter
-    subject = Subject(scenario, contender, client, table)
-    store = subject.handler.idempotency.settings.store()  # type: ignore[attr-defined]
+    subject = kind(scenario, contender, client, table)
+    engine = subject.handler.idempotency if kind is Subject else subject.engine  # type: ignore[attr-defined]
+    store = engine.settings.store()
     meter = BotocoreMeter(store._caller())
     store._caller = lambda: meter
     return subject, meter
+
+
+def record_async(endpoint_url: str, table: str) -> list[Recorded]:
+    """Ours on an `async def` handler, in the scenarios of ASYNC_SCENARIOS."""
+    return [
+        record(scenario, OURS, endpoint_url, table, kind=AsyncSubject)
+        for scenario in ASYNC_SCENARIOS
+    ]
 
 
 def record_all(endpoint_url: str, tables: dict[str, str]) -> list[Recorded]:
@@ -247,6 +280,10 @@ class CpuResults:
     paths: dict[tuple[str, str], Footprint]
     rounds: int
     chunk: int
+    async_costs: dict[str, Cost] = field(default_factory=dict)
+    """Scenario slug -> ours on an `async def` handler (logging unconfigured)."""
+    loop_floor: Cost | None = None
+    """An empty coroutine through `run_until_complete`: the driving, not the library."""
 
 
 def _heap_peaks(call: Callable[[], Any]) -> list[int]:
@@ -274,7 +311,13 @@ def _log_lines(call: Callable[[], Any], logs: LambdaLogging, level: int) -> floa
 
 
 def measure(
-    recorded: list[Recorded], endpoint_url: str, table: str, *, rounds: int, chunk: int
+    recorded: list[Recorded],
+    endpoint_url: str,
+    table: str,
+    *,
+    rounds: int,
+    chunk: int,
+    recorded_async: list[Recorded] = (),  # type: ignore[assignment]
 ) -> CpuResults:
     floor = BarePut(endpoint_url, table)
     subjects: dict[str, Timed] = {"floor": Timed(floor, floor.meter)}
@@ -283,6 +326,11 @@ def measure(
             subjects[f"{item.scenario.slug}/{item.contender.slug}/{mode}"] = Timed(
                 item.subject, item.meter, mode
             )
+    for item in recorded_async:
+        subjects[f"{item.scenario.slug}/{ASYNC}"] = Timed(item.subject, item.meter)
+    if recorded_async:
+        loop = recorded_async[0].subject.loop  # type: ignore[attr-defined]
+        subjects["loop floor"] = Timed(loop_floor(loop), BotocoreMeter(None))
     logs = LambdaLogging()
     logs.install()
     try:
@@ -298,9 +346,11 @@ def measure(
         }
     finally:
         logs.uninstall()
-    for item in recorded:
+    for item in [*recorded, *recorded_async]:
         item.replayer.check()
     floor.replayer.check()
+    for item in recorded_async:
+        item.subject.close()  # type: ignore[attr-defined]
 
     def cost(name: str, calls: int) -> Cost:
         totals = [sample.total for sample in samples[name]]
@@ -322,6 +372,11 @@ def measure(
         paths=paths,
         rounds=rounds,
         chunk=chunk,
+        async_costs={
+            item.scenario.slug: cost(f"{item.scenario.slug}/{ASYNC}", len(item.requests))
+            for item in recorded_async
+        },
+        loop_floor=cost("loop floor", 0) if recorded_async else None,
     )
 
 
@@ -476,6 +531,9 @@ def section(results: CpuResults) -> Section:
             "for both). Each column is its own minimum over the chunks."
         ),
     )
+    tables = [table, logging_table, breakdown, heap_table]
+    if results.async_costs and results.loop_floor is not None:
+        tables.append(async_table(results, pair))
     budgets = []
     explanations = []
     for mode in MODES:
@@ -512,7 +570,7 @@ def section(results: CpuResults) -> Section:
             f"{microseconds(floor)} per call here. Local "
             "result caches are off for both libraries except in the warm-cache scenario."
         ),
-        tables=[table, logging_table, breakdown, heap_table],
+        tables=tables,
         budgets=budgets,
         notes=[
             "Warm-cache replay makes no request, so its total is all the library's own.",
@@ -524,6 +582,41 @@ def section(results: CpuResults) -> Section:
             *explanations,
         ],
         chart=chart,
+    )
+
+
+def async_table(results: CpuResults, pair: Callable[[Scenario], tuple[Cost, Cost]]) -> Table:
+    """Ours on an `async def` handler beside ours on a plain one, in the same rounds."""
+    loop = results.loop_floor.minimum if results.loop_floor is not None else 0.0
+    rows = []
+    for scenario in ASYNC_SCENARIOS:
+        sync, _ = pair(scenario)
+        awaited = results.async_costs[scenario.slug]
+        rows.append(
+            [
+                scenario.title,
+                _spread_text(sync),
+                _spread_text(awaited),
+                f"{(awaited.minimum - loop - sync.minimum) * 1e6:+,.0f} µs",
+                microseconds(awaited.requests),
+            ]
+        )
+    return Table(
+        [
+            "scenario",
+            "ours, plain def: total CPU, min (median; max)",
+            "ours, async def: total CPU, min (median; max)",
+            "async path adds (less the loop's own cost)",
+            "async: DynamoDB calls",
+        ],
+        rows,
+        caption=(
+            "The async path (logging unconfigured): the same handler as an `async def`, each "
+            "invocation awaited on one event loop with `run_until_complete` (an empty coroutine "
+            f"through it costs {microseconds(loop)} here, taken out of the third column). Its "
+            "store calls run in the loop's worker threads, so each invocation pays one thread "
+            "hand-off per step (claim, completion): the CPU of both threads is counted."
+        ),
     )
 
 

@@ -7,6 +7,7 @@ recording) and the latency section (answered by DynamoDB Local).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 from dataclasses import dataclass
@@ -59,13 +60,16 @@ class Subject:
         self.scenario = scenario
         self.contender = contender
         self.work = Work(fails=scenario.fails)
-        self.handler = contender.wrap(client, table, self.work.handler(), cache=scenario.cache)
+        self.handler = contender.wrap(client, table, self._body(), cache=scenario.cache)
         self.context = LambdaContext()
         self._in_progress = contender.in_progress_error()
         self._prefix = f"{scenario.slug}-{contender.slug}-{next(_runs)}"
         self._fixed = order_event(f"{self._prefix}-0")
         self._calls = itertools.count(1)
         self._holder: threading.Thread | None = None
+
+    def _body(self) -> Any:
+        return self.work.handler()
 
     def __call__(self) -> str:
         """One invocation; returns how it ended."""
@@ -114,3 +118,37 @@ class Subject:
                 f"{self.contender.name}, {self.scenario.title}: "
                 f"expected {self.scenario.expected}, got {outcome}"
             )
+
+
+class AsyncSubject(Subject):
+    """Ours on an `async def` handler, each invocation awaited on one long-lived event loop
+    (`run_until_complete`, whose own cost `loop_floor` measures): the async path."""
+
+    def __init__(self, scenario: Scenario, contender: Contender, client: Any, table: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        super().__init__(scenario, contender, client, table)
+        async_handler = self.handler
+        self.engine = async_handler.idempotency  # type: ignore[attr-defined]
+
+        def handler(event: dict[str, Any], context: Any) -> Any:
+            return self.loop.run_until_complete(async_handler(event, context))
+
+        self.handler = handler
+
+    def _body(self) -> Any:
+        return self.work.async_handler()
+
+    def close(self) -> None:
+        """Stop the loop's worker threads and close it (its self-pipe is a socket pair)."""
+        self.loop.run_until_complete(self.loop.shutdown_default_executor())
+        self.loop.close()
+
+
+def loop_floor(loop: asyncio.AbstractEventLoop) -> Any:
+    """One empty coroutine through `run_until_complete`: what driving a call from outside
+    the loop costs, apart from the library."""
+
+    async def nothing() -> None:
+        return None
+
+    return lambda: loop.run_until_complete(nothing())

@@ -86,6 +86,7 @@ def _cpu_sections(
                     tables["ours"],
                     rounds=plan.cpu_rounds,
                     chunk=plan.cpu_chunk,
+                    recorded_async=cpu.record_async(endpoint_url, tables["ours"]),
                 )
             )
     if "wire" in wanted:

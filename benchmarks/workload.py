@@ -85,6 +85,14 @@ class Work:
 
         return handler
 
+    def async_handler(self) -> Handler:
+        """An `async def` calling this body: what the async path protects."""
+
+        async def handler(event: dict[str, Any], context: Any) -> Any:
+            return self(event)
+
+        return handler
+
     def __call__(self, event: dict[str, Any]) -> Any:
         with self._lock:
             self.executions += 1

@@ -31,6 +31,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PROMISE_MODULES = (
     "_protocol",
+    "_engine",
+    "_claiming",
+    "_completing",
+    "_replaying",
+    "_async",
     "_waiting",
     "_store",
     "_keys",

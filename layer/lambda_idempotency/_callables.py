@@ -12,8 +12,9 @@ Two checks, so no such call ever completes a key:
   flags, asyncio's coroutine marker, contextlib's helper, an async `__call__`, through
   `functools.partial`, bound methods, `staticmethod` and `classmethod`) is refused with a
   `ConfigurationError`. A wrapper that only says so through `__wrapped__` is not: a plain
-  function that runs a coroutine to its end with `asyncio.run` looks the same, and is the
-  way to protect async code today.
+  function that runs a coroutine to its end with `asyncio.run` looks the same. The front
+  ends that await (`idempotent`, `idempotent_function`: `_async`) take coroutine functions,
+  and complete the key with what the coroutine returned (`await_settled`).
 - `call_settled`, at run time, inside the protected call: a result that is still to come (a
   coroutine, a generator, an awaitable, a future, an iterator) is stopped where it can be
   (closed, cancelled) and never returned; `DeferredResultError` is raised instead, so the
@@ -37,8 +38,9 @@ from ._errors import ConfigurationError, DeferredResultError, NoActiveExecutionE
 R = TypeVar("R")
 
 ASYNC_ADVICE = (
-    "async functions are not supported yet: decorate a plain def that runs the coroutine "
-    "to its end and returns its result, e.g. `return asyncio.run(charge(order))`"
+    "this front end takes plain functions (idempotent and idempotent_function take an "
+    "async def): decorate a plain def that runs the coroutine to its end and returns its "
+    "result, e.g. `return asyncio.run(charge(order))`"
 )
 WHY = "so the key would be completed before the effect happens"
 DEFERS = {
@@ -61,6 +63,19 @@ DEFERS = {
         f"{WHY}; {ASYNC_ADVICE}"
     ),
 }
+AWAITING_DEFERS = {
+    "an async generator function": (
+        f"calling it returns an async generator before its body runs, {WHY}; decorate an "
+        "async def that collects the items, e.g. `return [item async for item in items(order)]`"
+    ),
+    "an @asynccontextmanager function": (
+        f"calling it returns a context manager whose body runs only inside `async with`, "
+        f"{WHY}; decorate the async def that does the work inside the `async with`"
+    ),
+}
+"""The refusals of a front end that awaits coroutine functions: the async ways that still
+defer their result."""
+COROUTINE_FUNCTION = "a coroutine function"
 RESULT_ADVICE = (
     "Return the finished result: run a coroutine to its end (`asyncio.run`), collect a "
     "generator or an iterator (`list(...)`), wait for a future (`.result()`)"
@@ -69,18 +84,30 @@ PLAIN_RESULTS = frozenset({dict, list, str, int, float, bool, type(None), tuple,
 """Results that need no further look: almost every result a handler returns."""
 
 
-def check_callable(function: Any) -> None:
-    """Refuse, at decoration, a callable whose result is not known when it returns."""
+def check_callable(function: Any, *, awaits: bool = False) -> None:
+    """Refuse, at decoration, a callable whose result is not known when it returns (when
+    awaited, for a front end that `awaits` coroutine functions)."""
     found = _deferring(function)
     if found is not None:
         subject, kind = found
-        raise ConfigurationError(f"{subject} is {kind}: {DEFERS[kind]}")
+        if not awaits:
+            raise ConfigurationError(f"{subject} is {kind}: {DEFERS[kind]}")
+        if kind != COROUTINE_FUNCTION:
+            reason = AWAITING_DEFERS.get(kind, DEFERS[kind])
+            raise ConfigurationError(f"{subject} is {kind}: {reason}")
     if not callable(function):
         advice = ""
         if isinstance(function, classmethod):
             advice = ": put @classmethod above the idempotent decorator, so that it decorates "
             advice += "the function itself"
         raise ConfigurationError(f"{_name(function)} is not callable{advice}")
+
+
+def is_coroutine_callable(function: Any) -> bool:
+    """Whether calling `function` starts a coroutine: an async def, also through a partial,
+    a method, an async `__call__` or a coroutine marker."""
+    found = _deferring(function)
+    return found is not None and found[1] == COROUTINE_FUNCTION
 
 
 def call_settled(function: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
@@ -94,12 +121,29 @@ def call_settled(function: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
     what = deferred_kind(result_type)
     if what is None:
         return result
+    raise _deferred(function, result, what)
+
+
+async def await_settled(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """`await function(*args, **kwargs)`, refusing a result still to come as `call_settled`
+    does (a coroutine that returns another coroutine, a generator...)."""
+    result = await function(*args, **kwargs)
+    result_type: type[Any] = type(result)
+    if result_type in PLAIN_RESULTS:
+        return result
+    what = deferred_kind(result_type)
+    if what is None:
+        return result
+    raise _deferred(function, result, what)
+
+
+def _deferred(function: Any, result: Any, what: str) -> DeferredResultError:
     fate = _stop(result)
     try:
         key_hash = _execution.current_execution().key_hash
     except NoActiveExecutionError:  # run unprotected (IDEMPOTENCY_DISABLED, no key)
         key_hash = None
-    raise DeferredResultError(
+    return DeferredResultError(
         f"{_name(function)} returned {what} ({type(result).__qualname__}), whose result is "
         f"not known when it returns: nothing was stored and the key was released, as when a "
         f"function raises; the {what.split(' ', 1)[1]} {fate}. {RESULT_ADVICE}",

@@ -7,7 +7,10 @@ from typing import Protocol
 
 
 class Clock(Protocol):
-    """What the protocol needs of time: wall-clock milliseconds, and a way to wait."""
+    """What the protocol needs of time: wall-clock milliseconds, and a way to wait.
+
+    A coroutine function's waits (`_async`) await the clock's `async_sleep(seconds)` if it
+    has one; else its `sleep` runs in a worker thread, never on the event loop."""
 
     def now_ms(self) -> int: ...
 

@@ -1,7 +1,9 @@
 """`idempotent` for Lambda handlers and `idempotent_function` for any function.
 
 Each decoration builds its own `Idempotency` engine from its own arguments; a store passed to
-several decorators is only shared I/O, never shared configuration.
+several decorators is only shared I/O, never shared configuration. On an `async def` both
+give back a coroutine function, run by `_async` (imported only then: no cold start pays
+for asyncio).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, Unpack
 
 from . import _encoding, _execution, _keys, _limits, _observe
 from ._cache import ResultCache
-from ._callables import call_settled, check_callable
+from ._callables import await_settled, call_settled, check_callable, is_coroutine_callable
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import ConfigurationError
 from ._keys import NATIVE_KEYS, Selector
@@ -53,9 +55,11 @@ def build_engine(
     clock_skew_seconds: float = DEFAULT_CLOCK_SKEW_SECONDS,
     on_replay: OnReplay | None = None,
     metrics: MetricsOption = None,
+    awaits: bool = False,
 ) -> Idempotency:
-    """Validate one decorator's arguments and build its engine (shared by every front end)."""
-    check_callable(function)
+    """Validate one decorator's arguments and build its engine (shared by every front end).
+    `awaits`: the front end awaits a coroutine function's result (`_async`)."""
+    check_callable(function, awaits=awaits)
     if not isinstance(ttl_seconds, int) or ttl_seconds <= 0:
         raise ConfigurationError(
             f"ttl_seconds must be a positive whole number, not {ttl_seconds!r}"
@@ -125,7 +129,9 @@ def idempotent(
     expression over the event or a callable of it. See `Options` for the rest."""
 
     def decorate(handler: Callable[P, R]) -> Callable[P, R]:
-        engine = build_engine(handler, key=key, **options)
+        engine = build_engine(handler, key=key, awaits=True, **options)
+        if is_coroutine_callable(handler):
+            return _async_handler(handler, engine)
 
         @functools.wraps(handler)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -148,6 +154,33 @@ def idempotent(
         return wrapper
 
     return decorate
+
+
+def _async_handler(handler: Callable[P, R], engine: Idempotency) -> Callable[P, R]:
+    """`idempotent` on an async def handler: the same, awaited (`_async`)."""
+    from . import _async
+
+    @functools.wraps(handler)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
+        event = args[0] if args else kwargs.get("event")
+        context = args[1] if len(args) > 1 else kwargs.get("context")
+        if (hasattr(context, "execution_context") or _envelope_shaped(event)) and (
+            _durable_run(event, context) is not None
+        ):
+            raise ConfigurationError(
+                "@idempotent on an async def cannot protect a durable execution: the Durable "
+                "Execution SDK calls sync handlers. Decorate a plain def handler"
+            )
+        token = _execution.lambda_context.set(context)
+        try:
+            return await _async.run(
+                engine, event, context, lambda: await_settled(handler, *args, **kwargs)
+            )
+        finally:
+            _execution.lambda_context.reset(token)
+
+    wrapper.idempotency = engine  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]
 
 
 def _envelope_shaped(event: Any) -> bool:
@@ -182,7 +215,7 @@ def idempotent_function(
     """
 
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
-        engine = build_engine(function, key=key, **options)
+        engine = build_engine(function, key=key, awaits=True, **options)
         try:
             signature = inspect.signature(function)
         except (TypeError, ValueError) as exc:  # a builtin type or a C function without one
@@ -191,8 +224,8 @@ def idempotent_function(
                 f"selectors see by name: decorate a def that calls it ({exc})"
             ) from exc
 
-        @functools.wraps(function)
-        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        def selected(*args: Any, **kwargs: Any) -> tuple[dict[str, Any], Any]:
+            """What the selectors see, and the Lambda context the lease follows."""
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             data: dict[str, Any] = {}
@@ -204,6 +237,23 @@ def idempotent_function(
                     data[name] = _plain(value)
             if context is None:
                 context = _execution.lambda_context.get()
+            return data, context
+
+        if is_coroutine_callable(function):
+            from . import _async
+
+            @functools.wraps(function)
+            async def awaiting(*args: P.args, **kwargs: P.kwargs) -> Any:
+                data, context = selected(*args, **kwargs)
+                call = lambda: await_settled(function, *args, **kwargs)  # noqa: E731
+                return await _async.run(engine, data, context, call)
+
+            awaiting.idempotency = engine  # type: ignore[attr-defined]
+            return awaiting  # type: ignore[return-value]
+
+        @functools.wraps(function)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            data, context = selected(*args, **kwargs)
             return engine.run(data, context, lambda: call_settled(function, *args, **kwargs))
 
         wrapper.idempotency = engine  # type: ignore[attr-defined]

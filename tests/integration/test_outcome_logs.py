@@ -616,9 +616,9 @@ def test_completion_retries_stop_when_the_next_backoff_would_pass_the_time_to_an
     to 1 s, as long as the next pause ends before the time it must answer by (its remaining
     time less a tenth: 2,550, 2,551 or 10,800 ms here), each retry a WARNING, then gives up
     with an ERROR and answers. Jitter at its ceiling, so the pauses are exact."""
-    from lambda_idempotency import _protocol
+    from lambda_idempotency import _completing
 
-    monkeypatch.setattr(_protocol, "random", SimpleNamespace(uniform=lambda low, high: high))
+    monkeypatch.setattr(_completing, "random", SimpleNamespace(uniform=lambda low, high: high))
     handler, runs = handler_for(default_store, clock=clock)
     pk, _ = handler.idempotency._identify(EVENT)
     FaultInjector(default_store.client).add(Fault("complete", "5xx", count=10**6))
@@ -935,9 +935,9 @@ def test_without_a_context_completion_retries_for_ten_seconds_at_most(
     """Outside Lambda nothing says when the caller gives up: completion keeps trying for
     10 s from the claim (or the lease, if shorter), less a tenth to answer in. Jitter at
     its ceiling, so the pauses are exact."""
-    from lambda_idempotency import _protocol
+    from lambda_idempotency import _completing
 
-    monkeypatch.setattr(_protocol, "random", SimpleNamespace(uniform=lambda low, high: high))
+    monkeypatch.setattr(_completing, "random", SimpleNamespace(uniform=lambda low, high: high))
 
     @idempotent(store=default_store, key="order_id", clock=clock, lease_seconds=lease_seconds)
     def handler(event: dict[str, Any], context: Any) -> str:

@@ -11,6 +11,7 @@ events the pages describe, and check what a caller would see.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import re
@@ -181,7 +182,9 @@ def test_the_guide_examples_do_what_the_guide_says(template_tables: IdempotencyT
     assert items(template_tables, "ChargesTable") == [
         {"charge_id": {"S": "ch_o-3"}, "amount_cents": {"N": "1250"}}
     ]
-    assert async_code["charge_now"]("o-4") == async_code["charge_now"]("o-4") == {"charged": "o-4"}
+    assert inspect.iscoroutinefunction(async_code["charge"])
+    first, again = asyncio.run(async_code["main"]())
+    assert first == again == {"charged": "o-1", "amount": 5}
 
 
 def test_the_http_example_creates_once_and_replays(template_tables: IdempotencyTable) -> None:

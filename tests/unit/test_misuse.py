@@ -185,8 +185,30 @@ if hasattr(inspect, "markcoroutinefunction"):  # Python 3.12+: the stdlib's own 
     )
 
 
-@pytest.mark.parametrize("front_end", DECORATE)
-@pytest.mark.parametrize("misuse", DEFERRING)
+AWAITING = ("idempotent", "idempotent_function")
+"""The front ends that await a coroutine function's result (and give back one)."""
+
+
+def _awaited(front_end: str, misuse: str) -> bool:
+    """A coroutine function (however it is reached) under a front end that awaits it; a
+    classmethod object is not callable, and stays refused."""
+    coroutine_function = DEFERRING[misuse][1].endswith("is a coroutine function")
+    return front_end in AWAITING and coroutine_function and misuse != "classmethod of async def"
+
+
+CLASSMETHODS_AWAITED = {(front_end, "classmethod of async def") for front_end in AWAITING}
+"""Awaited, but a classmethod object is not callable: refused with where to put it."""
+
+
+@pytest.mark.parametrize(
+    ("front_end", "misuse"),
+    [
+        (f, m)
+        for f in DECORATE
+        for m in DEFERRING
+        if not _awaited(f, m) and (f, m) not in CLASSMETHODS_AWAITED
+    ],
+)
 def test_a_callable_that_defers_its_result_is_refused_at_decoration_saying_why(
     untouched: DynamoDBStore, front_end: str, misuse: str
 ) -> None:
@@ -200,7 +222,36 @@ def test_a_callable_that_defers_its_result_is_refused_at_decoration_saying_why(
     assert names_it in message
     assert "before" in message and "effect happens" in message  # why
     if "async" in misuse or "Async" in misuse or "marker" in misuse or "mark" in misuse:
-        assert "asyncio.run" in message  # and the way to do it today
+        if front_end in AWAITING:  # an async generator, an async context manager
+            assert "async def" in message  # what to decorate instead
+        else:
+            assert "asyncio.run" in message  # and the way to do it
+    assert effects == []
+
+
+@pytest.mark.parametrize(("front_end", "misuse"), sorted(CLASSMETHODS_AWAITED))
+def test_a_classmethod_of_an_async_def_is_refused_with_the_order_to_use(
+    untouched: DynamoDBStore, front_end: str, misuse: str
+) -> None:
+    with pytest.raises(ConfigurationError, match="put @classmethod above"):
+        DECORATE[front_end](DEFERRING[misuse][0](), untouched)
+
+
+@pytest.mark.parametrize(
+    ("front_end", "misuse"),
+    [(f, m) for f in DECORATE for m in DEFERRING if _awaited(f, m)],
+)
+def test_a_coroutine_function_is_awaited_by_idempotent_and_idempotent_function(
+    untouched: DynamoDBStore, front_end: str, misuse: str
+) -> None:
+    """However the coroutine function is reached (a partial, a method, an async __call__,
+    a marker), the decorated callable is a coroutine function: `_async` awaits it."""
+    make, _ = DEFERRING[misuse]
+    effects.clear()
+
+    protected = DECORATE[front_end](make(), untouched)
+
+    assert inspect.iscoroutinefunction(protected)
     assert effects == []
 
 

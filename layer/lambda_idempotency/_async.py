@@ -1,0 +1,199 @@
+"""The protocol for coroutine functions: the steps of `Idempotency.run`, driven from a loop.
+
+- Every step that calls DynamoDB (claim, poll, complete, release) runs in a worker thread
+  (the loop's default executor, the caller's context copied into it), so the loop serves its
+  other tasks while a store call is in flight. The store's own client serves both: boto3
+  clients are thread-safe.
+- A step's sleep (a duplicate polling its holder, a completion backing off) is
+  `asyncio.sleep`; an injected clock sleeps with its `async_sleep` coroutine if it has one,
+  else with its `sleep` in the worker thread (a test's fake clock moves its time there).
+  `time.sleep` never runs on the loop.
+- The coroutine itself runs in the caller's task, with `current_execution()` set: tasks it
+  creates copy the context, and see it too.
+
+Cancellation (`asyncio.CancelledError`, and so a timeout around the call):
+
+- while the claim is in flight: the worker thread goes on (a request cannot be taken back),
+  so its end is awaited; a claim it won is released, fenced, before the cancellation goes
+  on. Between two polls of a holder: the wait stops, nothing was claimed.
+- while the coroutine runs: the key is released, fenced, as for any exception.
+- while the result is being stored: the effect has happened, so the completion runs to its
+  end (a retry then replays it) and the cancellation goes on after it.
+
+A release or a completion is never left halfway: cancellations that arrive while one runs
+(a second cancel, a timeout firing again) are held until it ends, which each store call's
+own timeouts bound, and then the task is cancelled. The result of a cancelled call is lost
+to its caller, never its key: no key stays locked by a cancelled caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, TypeVar
+
+from . import _claiming, _completing, _execution, _replaying
+from ._clock import Clock, SystemClock
+from ._execution import Execution
+from ._protocol import Idempotency, _disabled, new_execution
+from ._store import DynamoDBStore
+
+T = TypeVar("T")
+Steps = Generator[float, None, Any]
+
+
+async def run(engine: Idempotency, data: Any, context: Any, call: Callable[[], Awaitable[T]]) -> T:
+    """`Idempotency.run`, for a call that returns an awaitable."""
+    if _disabled():
+        engine._warn_disabled()  # points at the `await` of the decorated coroutine
+        return await _run_unprotected(engine, call)
+    identity = engine._identify(data)
+    if identity is None:
+        return await _run_unprotected(engine, call)
+    pk, payload_hash = identity
+    now = engine.settings.clock.now_ms()
+    if engine.cache is not None:
+        cached = _replaying.from_cache(engine, pk, payload_hash, now)
+        if cached is not _replaying.MISS:
+            return cached  # type: ignore[no-any-return]
+
+    execution = new_execution(pk, None)
+    store, replay = await _acquire(engine, execution, payload_hash, context, now)
+    if replay is not _claiming.CLAIMED:
+        return replay  # type: ignore[no-any-return]
+
+    execution._extender = lambda seconds: _claiming.extend_lease(
+        engine, store, execution, payload_hash, seconds
+    )
+    token = _execution.activate(execution)
+    try:
+        result = await call()
+    except GeneratorExit:
+        # The coroutine is being closed, not awaited (a task destroyed while pending): no
+        # await is allowed any more, so the release blocks, rather than lock the key.
+        _completing.release(engine, store, execution, reason="GeneratorExit")
+        raise
+    except BaseException as exc:
+        await _to_the_end(_completing.release, engine, store, execution, reason=type(exc).__name__)
+        raise
+    finally:
+        execution._extender = None
+        _execution.deactivate(token)
+    finishing = _completing.finish(engine, store, execution, payload_hash, result)
+    await _drive_to_the_end(finishing, engine.settings.clock)
+    return result
+
+
+async def _acquire(
+    engine: Idempotency, execution: Execution, payload_hash: str | None, context: Any, now: int
+) -> tuple[DynamoDBStore, Any]:
+    """The store and what `_claiming.acquire` returned. Cancelled meanwhile: a claim in
+    flight is awaited, and released if it won; a wait between polls just stops."""
+    steps = _claim_steps(engine, execution, payload_hash, context, now)
+    clock = engine.settings.clock
+    try:
+        while True:
+            step = _in_thread(_advance, steps)
+            try:
+                done, value = await asyncio.shield(step)
+            except asyncio.CancelledError:
+                await _outlast(step)
+                if not step.cancelled() and step.exception() is None:
+                    done, value = step.result()
+                    if done and value[1] is _claiming.CLAIMED:
+                        store = value[0]
+                        await _to_the_end(
+                            _completing.release, engine, store, execution, reason="CancelledError"
+                        )
+                raise
+            if done:
+                return value  # type: ignore[no-any-return]
+            await _sleep(clock, value)
+    finally:
+        steps.close()  # never running here: each step's thread ended before we leave
+
+
+def _claim_steps(
+    engine: Idempotency, execution: Execution, payload_hash: str | None, context: Any, now: int
+) -> Generator[float, None, tuple[DynamoDBStore, Any]]:
+    store = engine.settings.store()  # the first call may build a client: off the loop too
+    outcome = yield from _claiming.acquire(engine, store, execution, payload_hash, context, now)
+    return store, outcome
+
+
+async def _drive_to_the_end(steps: Steps, clock: Clock) -> Any:
+    """Run steps to their end whatever cancellations arrive, then let the first go on."""
+    cancelled = False
+    while True:
+        step = _in_thread(_advance, steps)
+        cancelled = await _outlast(step) or cancelled
+        done, value = step.result()
+        if done:
+            break
+        sleeping = asyncio.ensure_future(_sleep(clock, value))
+        cancelled = await _outlast(sleeping) or cancelled
+    if cancelled:
+        raise asyncio.CancelledError
+    return value
+
+
+async def _to_the_end(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`function` in the worker thread, to its end whatever cancellations arrive meanwhile;
+    then the first of them goes on."""
+    future = _in_thread(function, *args, **kwargs)
+    if await _outlast(future):
+        raise asyncio.CancelledError
+    return future.result()
+
+
+async def _outlast(future: asyncio.Future[Any]) -> bool:
+    """Wait for `future` to end through any number of cancellations; True if one came."""
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.shield(future)
+        except asyncio.CancelledError:
+            cancelled = True
+        except Exception:  # the future's own failure: its owner reads it
+            pass
+    return cancelled
+
+
+def _in_thread(function: Callable[..., T], *args: Any, **kwargs: Any) -> asyncio.Future[T]:
+    """`function` running in the loop's default executor, in a copy of our context."""
+    run = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
+    return asyncio.get_running_loop().run_in_executor(None, run)
+
+
+def _advance(steps: Steps) -> tuple[bool, Any]:
+    """One step, in the worker thread: (False, seconds to sleep) or (True, the outcome).
+    A future cannot carry StopIteration, so the end comes back as a value."""
+    try:
+        return False, next(steps)
+    except StopIteration as end:
+        return True, end.value
+
+
+async def _sleep(clock: Clock, seconds: float) -> None:
+    if isinstance(clock, SystemClock):
+        await asyncio.sleep(seconds)
+        return
+    async_sleep = getattr(clock, "async_sleep", None)
+    if async_sleep is not None:
+        await async_sleep(seconds)
+    else:
+        await _in_thread(clock.sleep, seconds)
+
+
+async def _run_unprotected(engine: Idempotency, call: Callable[[], Awaitable[T]]) -> T:
+    execution = Execution(None, None, None)
+    token = _execution.activate(execution)
+    try:
+        result = await call()
+    finally:
+        _execution.deactivate(token)
+    if execution.writes:
+        await _to_the_end(lambda: engine.settings.store().commit_writes(execution.writes))
+    return result
