@@ -93,6 +93,17 @@ def _forget_example_modules() -> Iterator[None]:
         del sys.modules[name]
 
 
+@pytest.fixture(autouse=True)
+def _event_loop_for_the_examples() -> Iterator[None]:
+    """An example may take the thread's event loop (Mangum does when it is built): it gets
+    one of its own, closed after the test, so no later test meets it left open."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    yield
+    asyncio.set_event_loop(None)
+    loop.close()
+
+
 @pytest.fixture
 def template_tables() -> Iterator[IdempotencyTable]:
     """The template's tables in moto, under their local names, and the environment its
@@ -177,7 +188,7 @@ def test_the_guide_examples_do_what_the_guide_says(template_tables: IdempotencyT
 
 
 def test_the_http_example_creates_once_and_replays(template_tables: IdempotencyTable) -> None:
-    create, _ = run_examples(ROOT / "docs" / "http.md")
+    create = run_examples(ROOT / "docs" / "http.md")[0]
     request = http_event(
         "http-api", headers={"Idempotency-Key": '"k-1"'}, body="{}", authorizer=jwt("user-1")
     )
@@ -188,6 +199,17 @@ def test_the_http_example_creates_once_and_replays(template_tables: IdempotencyT
     assert first["statusCode"] == again["statusCode"] == 201
     assert json.loads(again["body"]) == {"id": "pay_123", "status": "created"}
     assert again["headers"]["Idempotent-Replayed"] == "true"
+
+
+def test_each_recipe_module_is_a_code_block_of_a_page_as_is() -> None:
+    """tests/recipes/ holds the recipes the tests import (the FastAPI app of http.md): what
+    a reader copies from the page is what the tests ran."""
+    blocks = {example.code for page in PAGES for example in python_examples(page)}
+    recipes = sorted((ROOT / "tests" / "recipes").glob("[!_]*.py"))
+
+    assert {recipe.name for recipe in recipes} >= {"fastapi_app.py", "fastapi_payments.py"}
+    for recipe in recipes:
+        assert recipe.read_text(encoding="utf-8") in blocks, f"no page shows {recipe.name} as is"
 
 
 def test_the_batch_example_ships_an_order_once(template_tables: IdempotencyTable) -> None:
