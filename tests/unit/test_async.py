@@ -24,6 +24,7 @@ from lambda_idempotency import (
     DynamoDBStore,
     NoActiveExecutionError,
     Status,
+    StoreError,
     current_execution,
     idempotent,
     idempotent_function,
@@ -429,3 +430,78 @@ def test_a_coroutine_closed_while_it_runs_still_releases_its_key(
     record = moto_store.get(pk)
     assert record is not None and record.status is Status.RELEASED
     assert runs == ["o-1"]
+
+
+def test_a_cancel_while_a_failing_claim_is_in_flight_raises_the_cancellation(
+    moto_store: DynamoDBStore,
+) -> None:
+    """The task is cancelled while its claim is held in the worker thread, and the claim then
+    fails: the caller asked to cancel, so it gets CancelledError (a timeout around the call
+    its TimeoutError), not the claim's StoreError; nothing ran and the key is not held."""
+    entered = threading.Event()
+
+    class FailingClaim:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(moto_store, name)
+
+        def claim(self, *args: Any, **kwargs: Any) -> Any:
+            entered.set()
+            threading.Event().wait(0.2)
+            raise StoreError("throttled", code="ThrottlingException", retryable=True)
+
+    runs: list[str] = []
+
+    @idempotent_function(key="order_id", store=FailingClaim())  # type: ignore[arg-type]
+    async def charge(order_id: str) -> str:
+        runs.append(order_id)
+        return "charged"
+
+    async def cancel_in_flight() -> None:
+        task = asyncio.create_task(charge("o-1"))
+        while not entered.is_set():
+            await asyncio.sleep(0.005)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_in_flight())
+    pk, _ = charge.idempotency._identify({"order_id": "o-1"})  # type: ignore[attr-defined]
+    assert moto_store.get(pk) is None
+    assert runs == []
+
+
+def test_an_async_handlers_lease_follows_its_context_and_extends_from_the_body(
+    moto_store: DynamoDBStore,
+) -> None:
+    """The claim's lease is the invocation's remaining time (as on the sync path), and
+    `current_execution().extend_lease` works from inside the coroutine."""
+    clock = FakeClock()
+    seen: list[tuple[int | None, int]] = []
+
+    @idempotent(key="order_id", store=moto_store, clock=clock)
+    async def handler(event: dict[str, Any], context: Any) -> str:
+        execution = current_execution()
+        leased = execution.lease_until_ms
+        seen.append((leased, execution.extend_lease(600)))
+        return "charged"
+
+    start = clock.now_ms()
+    assert asyncio.run(handler({"order_id": "o-1"}, FakeContext(7_000, clock=clock))) == "charged"
+    assert seen == [(start + 7_000, start + 600_000)]
+
+
+def test_disabled_async_calls_run_the_coroutine_each_time(
+    moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("IDEMPOTENCY_DISABLED", "1")
+    runs: list[str] = []
+
+    @idempotent_function(key="order_id", store=moto_store)
+    async def charge(order_id: str) -> str:
+        runs.append(order_id)
+        return "charged"
+
+    with pytest.warns(RuntimeWarning, match="runs without protection"):
+        assert asyncio.run(charge("o-1")) == "charged"
+    assert asyncio.run(charge("o-1")) == "charged"
+    assert runs == ["o-1", "o-1"]

@@ -6,11 +6,18 @@ ValueError, "token was created in a different Context", from the contexts it res
 from __future__ import annotations
 
 import asyncio
+import threading
 import warnings
 from typing import Any
 
-from lambda_idempotency import DynamoDBStore, Status, idempotent, idempotent_function
-from tests.conftest import FakeContext
+from lambda_idempotency import (
+    DynamoDBStore,
+    Status,
+    StoreError,
+    idempotent,
+    idempotent_function,
+)
+from tests.conftest import FakeClock, FakeContext
 
 
 def _suspended_in_the_body(protected: Any, *args: Any) -> Any:
@@ -62,3 +69,96 @@ def test_an_async_function_closed_outside_its_task_releases_and_closes_cleanly(
     pk, _ = charge.idempotency._identify({"order_id": "o-1"})  # type: ignore[attr-defined]
     record = moto_store.get(pk)
     assert record is not None and record.status is Status.RELEASED
+
+
+class _Gated:
+    """The store, with `name` held in its worker thread until `gate` opens, or failing
+    (retryable) its first `failures` calls."""
+
+    def __init__(self, store: DynamoDBStore, name: str, failures: int = 0) -> None:
+        self.store, self.name, self.failures = store, name, failures
+        self.gate, self.entered = threading.Event(), threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.store, name)
+        if name != self.name:
+            return attribute
+
+        def gated(*args: Any, **kwargs: Any) -> Any:
+            self.entered.set()
+            if self.failures:
+                self.failures -= 1
+                raise StoreError("throttled", code="ThrottlingException", retryable=True)
+            self.gate.wait(5)
+            return attribute(*args, **kwargs)
+
+        return gated
+
+
+def test_a_coroutine_closed_while_its_claim_is_in_flight_releases_the_claim_it_won(
+    moto_store: DynamoDBStore,
+) -> None:
+    gated = _Gated(moto_store, "claim")
+    runs: list[str] = []
+
+    @idempotent_function(key="order_id", store=gated)  # type: ignore[arg-type]
+    async def charge(order_id: str) -> str:
+        runs.append(order_id)
+        return "charged"
+
+    async def start_then_close() -> None:
+        coroutine = charge("o-1")
+        coroutine.send(None)  # the claim is in its worker thread, held at the gate
+        while not gated.entered.is_set():
+            await asyncio.sleep(0.005)
+        threading.Timer(0.1, gated.gate.set).start()
+        coroutine.close()  # blocks for the claim's end, then releases what it won
+
+    asyncio.run(start_then_close())
+    pk, _ = charge.idempotency._identify({"order_id": "o-1"})  # type: ignore[attr-defined]
+    record = moto_store.get(pk)
+    assert record is not None and record.status is Status.RELEASED
+    assert runs == []
+
+
+class _StuckSleepClock(FakeClock):
+    """A fake clock whose `async_sleep` never ends: a coroutine backing off stays there."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sleeping = threading.Event()
+
+    async def async_sleep(self, seconds: float) -> None:
+        self.sleeping.set()
+        await asyncio.get_running_loop().create_future()
+
+
+def test_a_coroutine_closed_while_its_completion_backs_off_completes_in_place(
+    moto_store: DynamoDBStore,
+) -> None:
+    """The first completion attempt is throttled; the coroutine is closed while it backs
+    off: the effect happened, so the completion goes on in place and the key completes."""
+    gated = _Gated(moto_store, "write_completion", failures=1)
+    gated.gate.set()
+    clock = _StuckSleepClock()
+    runs: list[str] = []
+
+    @idempotent_function(key="order_id", store=gated, clock=clock)  # type: ignore[arg-type]
+    async def charge(order_id: str) -> str:
+        runs.append(order_id)
+        return "charged"
+
+    async def start_then_close() -> None:
+        coroutine = charge("o-1")
+        step = coroutine.send(None)
+        while not clock.sleeping.is_set():
+            await asyncio.wait({step}, timeout=0.01)
+            if step.done():
+                step = coroutine.send(None)
+        coroutine.close()
+
+    asyncio.run(start_then_close())
+    pk, _ = charge.idempotency._identify({"order_id": "o-1"})  # type: ignore[attr-defined]
+    record = moto_store.get(pk)
+    assert record is not None and record.status is Status.COMPLETED
+    assert runs == ["o-1"]
