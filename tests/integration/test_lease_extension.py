@@ -4,15 +4,19 @@ Retry-After follow the extended lease. Effects are counted in every test."""
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
 from typing import Any
 
 import pytest
+from botocore.awsrequest import AWSResponse
 
 from lambda_idempotency import (
     DynamoDBStore,
     InProgressError,
     LeaseLostError,
+    StoreError,
     current_execution,
     idempotent,
 )
@@ -172,3 +176,87 @@ def test_extend_lease_without_a_key_does_nothing(store: DynamoDBStore) -> None:
         return current_execution().extend_lease(30)
 
     assert handler({}, None) is None
+
+
+def our_lines(caplog: Any, outcome: str) -> list[dict[str, Any]]:
+    found = [json.loads(record.getMessage()) for record in caplog.records]
+    return [line for line in found if line["idempotency"] == outcome]
+
+
+def test_a_lost_extension_says_what_holds_the_key_now_and_logs_its_step(
+    store: DynamoDBStore, clock: FakeClock, caplog: Any
+) -> None:
+    """The zombie's LeaseLostError names the status of the record that holds the key now
+    (another claim's IN_PROGRESS, then its COMPLETED), and its `lease_lost` line the step
+    (make mutate's survivors of `_claiming.extend_lease`)."""
+    lost: list[str] = []
+    zombie: list[Any] = []
+
+    def try_to_extend() -> None:
+        try:
+            zombie[0].extend_lease(600)
+        except LeaseLostError as exc:
+            lost.append(str(exc))
+
+    @idempotent(store=store, key="id", lease_seconds=10, clock=clock, cache_size=0)
+    def export(event: dict[str, Any], context: Any) -> str:
+        if event.get("takeover"):
+            try_to_extend()  # while the new holder runs
+            return "theirs"
+        zombie.append(current_execution())
+        clock.advance(15)  # our lease lapsed: another caller takes the key over
+        other = threading.Thread(target=export, args=({"id": "e-9", "takeover": True}, None))
+        other.start()
+        other.join()
+        try_to_extend()  # after it completed
+        return "stopped"
+
+    caplog.set_level(logging.DEBUG, logger="lambda_idempotency")
+    assert export({"id": "e-9"}, None) == "stopped"
+
+    assert [text.split("(")[1].split(")")[0] for text in lost] == ["IN_PROGRESS", "COMPLETED"]
+    steps = [line.get("step") for line in our_lines(caplog, "lease_lost")]
+    assert steps == ["extend_lease", "extend_lease", None]  # then the zombie's completion
+
+
+def test_an_extension_dynamodb_refuses_is_a_store_error_logged_with_its_step(
+    store: DynamoDBStore, caplog: Any
+) -> None:
+    """A refused extension write: StoreError out of `extend_lease`, one `store_error` line
+    naming the step, and the key freed like any exception's (the retry runs)."""
+    runs: list[str] = []
+    refuse_next_write = threading.Event()
+
+    def refuse(request: Any, **_: Any) -> AWSResponse | None:
+        if not refuse_next_write.is_set():
+            return None
+        refuse_next_write.clear()
+        body = json.dumps({"__type": "com.amazon.coral.validate#ValidationException"})
+        return AWSResponse(request.url, 400, {}, _Body(body.encode()))
+
+    store.client.meta.events.register("before-send.dynamodb", refuse)
+
+    @idempotent(store=store, key="id", lease_seconds=10, cache_size=0)
+    def export(event: dict[str, Any], context: Any) -> str:
+        runs.append(event["id"])
+        if len(runs) == 1:
+            refuse_next_write.set()
+            current_execution().extend_lease(600)
+        return "done"
+
+    caplog.set_level(logging.DEBUG, logger="lambda_idempotency")
+    with pytest.raises(StoreError) as refused:
+        export({"id": "e-10"}, None)
+
+    assert refused.value.code == "ValidationException"
+    assert [line["step"] for line in our_lines(caplog, "store_error")] == ["extend_lease"]
+    assert export({"id": "e-10"}, None) == "done"
+    assert runs == ["e-10", "e-10"]
+
+
+class _Body:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def stream(self, **_: Any) -> Any:
+        yield self.data
