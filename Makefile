@@ -60,11 +60,12 @@ lint: setup
 ## itself without its dependencies (about a minute once installed).
 LAMBDA_BOTOCORE ?= 1.34.145
 LAMBDA_VENV := .tools/lambda-botocore
-$(LAMBDA_VENV)/.installed-$(LAMBDA_BOTOCORE): pyproject.toml
+$(LAMBDA_VENV)/.installed-$(LAMBDA_BOTOCORE): pyproject.toml Makefile
 	test -x $(LAMBDA_VENV)/bin/python || $(PYTHON) -m venv $(LAMBDA_VENV)
 	$(LAMBDA_VENV)/bin/python -m pip install --quiet 'boto3==$(LAMBDA_BOTOCORE)' \
 		'botocore==$(LAMBDA_BOTOCORE)' pytest pytest-timeout 'moto[dynamodb]>=5.0' hypothesis \
-		wrapt jmespath PyYAML 'aws-lambda-powertools>=3.0'
+		wrapt jmespath PyYAML 'aws-lambda-powertools>=3.0' opentelemetry-sdk \
+		opentelemetry-instrumentation-botocore
 	$(LAMBDA_VENV)/bin/python -m pip install --quiet --no-deps -e .
 	@touch $@
 
