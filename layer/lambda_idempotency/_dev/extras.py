@@ -35,13 +35,12 @@ def missing_extra(exc: ModuleNotFoundError, purpose: str) -> ImportError:
     """The error to raise `from exc` when an import for `purpose` failed: a MissingExtraError
     naming the extra when the missing module is one an extra installs, else `exc` itself (a
     module missing from inside an installed dependency is its own problem)."""
-    top = (exc.name or "").split(".")[0]
-    if top not in EXTRAS:
+    if exc.name not in EXTRAS:  # importing a.b names a when a is missing
         return exc
-    what, extra = EXTRAS[top]
+    what, extra = EXTRAS[exc.name]
     return MissingExtraError(
         f"{purpose} needs {what}, which is not installed: "
         f"pip install 'lambda-idempotency[{extra}]'",
         extra=extra,
-        module=top,
+        module=exc.name,
     )
