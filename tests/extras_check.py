@@ -181,6 +181,39 @@ print(json.dumps({
 }))
 """
 
+RUNTIME_IMPORTS = """
+import ast, importlib, json, pathlib, sys
+import lambda_idempotency
+
+package = pathlib.Path(lambda_idempotency.__file__).parent
+tooling = ("_dev", "testing.py", "__main__.py")
+wanted = set()
+for source in package.rglob("*.py"):
+    if source.relative_to(package).parts[0] in tooling:
+        continue
+    tree = ast.parse(source.read_text())
+    checking_only = set()  # what `if TYPE_CHECKING:` blocks hold: the type checker's
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            checking_only.update(id(inner) for inner in ast.walk(node))
+    for node in ast.walk(tree):
+        if id(node) in checking_only:
+            continue
+        if isinstance(node, ast.Import):
+            wanted.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            wanted.add(node.module)
+missing = []
+for name in sorted(wanted - set(sys.stdlib_module_names)):
+    try:
+        importlib.import_module(name)
+    except ImportError as exc:
+        missing.append(f"{name}: {exc}")
+for name in lambda_idempotency.__all__:  # the front ends imported on first use
+    getattr(lambda_idempotency, name)
+print(json.dumps({"imported": len(wanted), "missing": missing}))
+"""
+
 USER_TESTS = """
 from lambda_idempotency import idempotent
 
@@ -213,6 +246,11 @@ def test_the_package_alone_runs_a_handler_and_its_tooling_names_the_extras(
         "sent": ["PutItem", "PutItem"],  # the claim, the completion
         "tooling_imported": [],
     }
+
+    # every module the runtime imports, at import or on first use, came with the package
+    imports = json.loads(venv.run("python", "-c", RUNTIME_IMPORTS, cwd=tmp_path).stdout)
+    assert imports["missing"] == []
+    assert imports["imported"] > 10
 
     assert "invoke" in venv.run("lambda-idempotency", "--help").stdout
     invoked = venv.run(
