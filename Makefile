@@ -51,7 +51,7 @@ test-boto3-path: setup
 ## The package as users install it: the wheel built, then installed with each extra alone
 ## (none, [cli], [testing], [durable]) in a fresh virtualenv under the temp folder, and that
 ## extra's entry point run there (tests/extras_check.py). Downloads from the package registry,
-## quick once pip's cache holds them (about 1.5 min); `make test` leaves it out.
+## quick once pip's cache holds them (1.5-2.5 min); `make test` leaves it out.
 package-check: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=300 tests/extras_check.py
 

@@ -70,7 +70,11 @@ def test_build_makes_a_wheel_and_an_sdist_that_twine_check_passes(tmp_path: Path
             if r.marker is not None and r.marker.evaluate({"extra": name})
         }
 
-    assert extra("cli") == {"PyYAML", "aws-durable-execution-sdk-python-testing"}
+    assert extra("cli") == {
+        "PyYAML",
+        "aws-durable-execution-sdk-python-testing",
+        "aws-durable-execution-sdk-python",
+    }
     assert extra("testing") == {"pytest", "moto[dynamodb]"}
     assert extra("durable") == {"aws-durable-execution-sdk-python"}
     assert "lambda-idempotency[cli,durable,testing]" in extra("dev")
