@@ -9,8 +9,8 @@ export DYNAMODB_LOCAL_HOME := $(CURDIR)/.tools/dynamodb-local
 SAM_VENV := .tools/sam
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: setup demo test test-boto3-path package-check lint bench reliability nightly sam-check mutate clean wire-lambda-botocore \
-	wire-awscrt bench-awscrt bench-lambda-botocore
+.PHONY: setup demo test test-boto3-path package-check lint bench reliability nightly sam-check mutate clean \
+	wire-lambda-botocore wire-awscrt bench-awscrt bench-lambda-botocore infra-check
 
 ## $(call phase,WHAT,COMMAND): says what set-up is doing before a long quiet step, then how
 ## long it took (or that it failed), so a first `make setup` never sits silent for a minute.
@@ -56,8 +56,8 @@ package-check: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=300 tests/extras_check.py
 
 lint: setup
-	$(BIN)/ruff check layer tests functions benchmarks
-	$(BIN)/ruff format --check layer tests functions benchmarks
+	$(BIN)/ruff check layer tests functions benchmarks docs/infra
+	$(BIN)/ruff format --check layer tests functions benchmarks docs/infra
 	$(BIN)/mypy
 
 ## The fast wire path's conformance tests again on an older botocore, as the Lambda Python
@@ -119,6 +119,26 @@ sam-check: $(SAM_VENV)/bin/sam
 	$(SAM_VENV)/bin/sam validate --lint
 	$(SAM_VENV)/bin/sam build --build-dir .aws-sam/build
 	$(PYTHON) -m tests.layer_check .aws-sam/build/IdempotencyLayer/python
+
+## The guide's table-and-policy snippets (docs/infra/) read by their own tools, from nothing:
+## `sam validate --lint` (the SAM CLI of sam-check), `cdk synth` (the CDK CLI from npm and
+## aws-cdk-lib from PyPI, in .tools/cdk), and main.tf parsed (python-hcl2) and checked with
+## `terraform fmt -check` when terraform is installed. `terraform validate` is not run: it needs
+## the AWS provider from the Terraform registry. About 1.5 minutes from nothing, 1 installed.
+CDK_HOME := .tools/cdk
+$(CDK_HOME)/.installed:
+	$(call phase,virtualenv in $(CDK_HOME)/venv,\
+		test -x $(CDK_HOME)/venv/bin/python || $(PYTHON) -m venv $(CDK_HOME)/venv)
+	$(call phase,pip install aws-cdk-lib constructs python-hcl2 (no bytecode: 5x faster),\
+		$(CDK_HOME)/venv/bin/python -m pip install --quiet --no-compile 'aws-cdk-lib>=2.170' constructs python-hcl2)
+	$(call phase,npm install aws-cdk (the CDK CLI) into $(CDK_HOME),\
+		npm install --prefix $(CDK_HOME) --no-audit --no-fund --silent 'aws-cdk@2')
+	@touch $@
+
+infra-check: setup $(SAM_VENV)/bin/sam $(CDK_HOME)/.installed
+	SAM_CLI=$(abspath $(SAM_VENV)/bin/sam) CDK_CLI=$(abspath $(CDK_HOME)/node_modules/.bin/cdk) \
+		CDK_PYTHON=$(abspath $(CDK_HOME)/venv/bin/python) \
+		$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=600 docs/infra
 
 ## matplotlib (and numpy) only here: the benchmarks' charts are the only use of them.
 $(BIN)/.bench-installed: $(BIN)/.installed

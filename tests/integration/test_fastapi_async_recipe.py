@@ -1,4 +1,4 @@
-"""The async half of the FastAPI-on-Lambda recipe of docs/http.md
+"""The async half of the FastAPI-on-Lambda recipe of docs/fastapi.md
 (tests/recipes/fastapi_payments.py): an `async def` route awaiting an idempotent coroutine,
 under Mangum, invoked with API Gateway and Function URL events, the store on DynamoDB Local.
 Effects are counted as calls to the recipe's stand-in payment provider.

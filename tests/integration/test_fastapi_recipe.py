@@ -1,4 +1,4 @@
-"""The FastAPI-on-Lambda recipe of docs/http.md (tests/recipes/fastapi_app.py), invoked as
+"""The FastAPI-on-Lambda recipe of docs/fastapi.md (tests/recipes/fastapi_app.py), invoked as
 Lambda invokes it: API Gateway REST and HTTP API proxy events, Function URL and ALB events,
 a Lambda context, the store on DynamoDB Local. Effects are counted as writes to the recipe's
 stand-in database (each one is a run of the route's body)."""
@@ -210,7 +210,7 @@ def test_cookies_replay_in_the_fields_mangum_answered_them_in(
 
 
 def test_the_recipes_keys_are_namespaced_by_its_handler_not_by_mangum(recipe: ModuleType) -> None:
-    """Why the recipe decorates a function around the Mangum instance (docs/http.md)."""
+    """Why the recipe decorates a function around the Mangum instance (docs/fastapi.md)."""
     around_the_instance = idempotent_http(store=recipe.store)(recipe.asgi)
 
     assert recipe.handler.idempotency.settings.namespace == "tests.recipes.fastapi_app.handler"

@@ -27,6 +27,7 @@ import pytest
 
 from lambda_idempotency import DynamoDBStore
 from lambda_idempotency._dev.template import Template
+from lambda_idempotency._store import RUNTIME_IAM_ACTIONS
 from lambda_idempotency.testing import IdempotencyTable
 from tests.batch_events import batch, sqs_record
 from tests.conftest import FakeContext
@@ -34,7 +35,11 @@ from tests.http_events import http_event, jwt
 from tests.unit.test_metrics import counts, emf_lines
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "docs" / "reference").glob("*.md")),
+]
 CONTINUES = "# continues the example above"
 OWN_TESTS = {"operations.md": "test_the_operations_guide_examples_write_what_it_shows"}
 """Pages whose examples change process-wide logging: run by a test that undoes it."""
@@ -153,20 +158,32 @@ def test_every_page_with_examples_is_run() -> None:
     assert markers == [], "the marker must be an example's first line"
 
 
-def test_the_readme_examples_replay_and_answer_batches(template_tables: IdempotencyTable) -> None:
-    direct, http, sqs = run_examples(ROOT / "README.md")
+def test_the_readme_example_replays(template_tables: IdempotencyTable) -> None:
+    (direct,) = run_examples(ROOT / "README.md")
 
     assert direct["handler"]({"order_id": "o-1"}, FakeContext()) is None
     assert direct["handler"]({"order_id": "o-1"}, FakeContext()) is None
     assert len(items(template_tables, "IdempotencyTable")) == 1
-    answer = http["lambda_handler"](http_event("http-api", method="GET"), FakeContext())
-    assert answer["statusCode"] == 201
-    event = batch(sqs_record("m-1", {"order_id": "o-2"}), sqs_record("m-2", {"order_id": "o-2"}))
-    assert sqs["lambda_handler"](event, FakeContext()) == {"batchItemFailures": []}
+
+
+def defining(namespaces: list[dict[str, Any]], *names: str) -> dict[str, Any]:
+    """The one example of a page that defines all of `names`."""
+    (found,) = [space for space in namespaces if all(name in space for name in names)]
+    return found
 
 
 def test_the_guide_examples_do_what_the_guide_says(template_tables: IdempotencyTable) -> None:
-    decorators, _, on_replay, transaction, async_code = run_examples(ROOT / "docs" / "guide.md")
+    examples = run_examples(ROOT / "docs" / "guide.md")
+    first = examples[0]  # "A first handler", the guide's first example
+    decorators = defining(examples, "ship", "Order", "Receipt")
+    on_replay = defining(examples, "mark", "handler")
+    transaction = defining(examples, "CHARGES_TABLE", "handler")
+    async_code = defining(examples, "charge", "main")
+
+    charged = {"order_id": "o-0", "status": "charged"}
+    assert first["handler"]({"order_id": "o-0"}, FakeContext()) == charged
+    assert first["handler"]({"order_id": "o-0"}, FakeContext()) == charged
+    assert first["handler"].idempotency.stats["executed"] == 1
 
     receipt = decorators["ship"](decorators["Order"]("o-1"))
     assert decorators["ship"](decorators["Order"]("o-1")) == receipt
@@ -269,3 +286,54 @@ def test_the_operations_guide_examples_write_what_it_shows(
     namespaces = [d["_aws"]["CloudWatchMetrics"][0]["Namespace"] for d in documents]
     assert namespaces == ["LambdaIdempotency", "Payments", "Orders"]
     assert counts(documents) == {"executed": 3, "OrderShipped": 1}
+
+
+def anchors(page: Path) -> set[str]:
+    """GitHub's anchors for the page's headings (code blocks left out)."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#+ (.+)$", text, re.MULTILINE):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        seen[slug] = seen.get(slug, -1) + 1
+        if seen[slug]:
+            seen[f"{slug}-{seen[slug]}"] = 0
+    return set(seen)
+
+
+def test_every_link_between_the_pages_finds_its_page_and_heading() -> None:
+    """Pages moved into reference/ and sections between pages: no link is left dangling."""
+    broken = []
+    for page in PAGES:
+        text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and (linked.is_dir() or anchor not in anchors(linked)):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert broken == []
+
+
+INFRA = ROOT / "docs" / "infra"
+
+
+@pytest.mark.parametrize("snippet", ["sam.yaml", "cdk_app.py", "main.tf"])
+def test_the_guide_shows_each_infrastructure_snippet_as_checked(snippet: str) -> None:
+    """`make infra-check` runs the files in docs/infra/ through their tools: the guide shows
+    them byte for byte, under a comment naming the file."""
+    guide = (ROOT / "docs" / "guide.md").read_text(encoding="utf-8")
+    shown = re.search(
+        rf"^<!-- docs/infra/{re.escape(snippet)} -->\n```\w+\n(.*?)^```", guide, re.S | re.M
+    )
+    assert shown is not None, f"the guide does not show docs/infra/{snippet}"
+    assert shown.group(1) == (INFRA / snippet).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("snippet", ["sam.yaml", "cdk_app.py", "main.tf"])
+def test_each_snippet_grants_what_the_library_calls(snippet: str) -> None:
+    """The policy in each snippet is the one template.yaml is checked against, no more."""
+    granted = set(re.findall(r"dynamodb:\w+", (INFRA / snippet).read_text(encoding="utf-8")))
+    assert granted == RUNTIME_IAM_ACTIONS
