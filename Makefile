@@ -9,8 +9,8 @@ export DYNAMODB_LOCAL_HOME := $(CURDIR)/.tools/dynamodb-local
 SAM_VENV := .tools/sam
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: setup demo test test-boto3-path lint bench reliability nightly sam-check mutate clean wire-lambda-botocore \
-	wire-awscrt bench-awscrt bench-lambda-botocore infra-check
+.PHONY: setup demo test test-boto3-path package-check lint bench reliability nightly sam-check mutate clean \
+	wire-lambda-botocore wire-awscrt bench-awscrt bench-lambda-botocore infra-check
 
 ## $(call phase,WHAT,COMMAND): says what set-up is doing before a long quiet step, then how
 ## long it took (or that it failed), so a first `make setup` never sits silent for a minute.
@@ -47,6 +47,13 @@ test: setup
 ## through the boto3 client, which is what a user who turns the path off runs.
 test-boto3-path: setup
 	IDEMPOTENCY_FAST_WIRE=0 $(BIN)/python -m pytest -q
+
+## The package as users install it: the wheel built, then installed with each extra alone
+## (none, [cli], [testing], [durable]) in a fresh virtualenv under the temp folder, and that
+## extra's entry point run there (tests/extras_check.py). Downloads from the package registry,
+## quick once pip's cache holds them (1.5-2.5 min); `make test` leaves it out.
+package-check: setup
+	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=300 tests/extras_check.py
 
 lint: setup
 	$(BIN)/ruff check layer tests functions benchmarks docs/infra

@@ -34,6 +34,7 @@ from ._errors import (
 from ._execution import Execution, current_execution
 from ._record import AttributeNames, OnReplay, Record, ReplayInfo, Status
 from ._store import DynamoDBStore
+from ._version import VERSION as _VERSION
 
 if _typing.TYPE_CHECKING:
     from ._batch import BatchResponse, idempotent_record, process_batch
@@ -41,6 +42,9 @@ if _typing.TYPE_CHECKING:
     from ._http import HttpResponse, idempotent_http
     from ._options import Options
     from ._powertools_layout import PowertoolsOptions
+
+__version__ = _VERSION
+"""This package's version (semantic versioning; CHANGELOG.md says what each one changes)."""
 
 _FRONT_ENDS = {
     "BatchResponse": "_batch",

@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, cast
 
 from . import _encoding, _execution, _keys, _limits, _observe
 from ._cache import ResultCache
@@ -30,6 +30,24 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+if TYPE_CHECKING:  # for the type checker only: making a Protocol class costs a cold start ~0.1 ms
+
+    class IdempotentFunction(Protocol[P, R_co]):
+        """What the decorators give back: the function as it was called, and its engine as
+        `.idempotency` (`handler.idempotency.stats`), so a type checker knows both."""
+
+        @property
+        def idempotency(self) -> Idempotency: ...
+
+        def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
+
+
+def mark(function: Callable[P, R], engine: Idempotency) -> IdempotentFunction[P, R]:
+    """`function` with its engine as `.idempotency`, typed so."""
+    function.idempotency = engine  # type: ignore[attr-defined]
+    return cast("IdempotentFunction[P, R]", function)
 
 
 def _store_all(result: Any) -> bool:
@@ -124,11 +142,11 @@ def _store_provider(store: DynamoDBStore | None) -> Callable[[], DynamoDBStore]:
 
 def idempotent(
     *, key: Selector, **options: Unpack[Options]
-) -> Callable[[Callable[P, R]], Callable[P, R]]:
+) -> Callable[[Callable[P, R]], IdempotentFunction[P, R]]:
     """Make a Lambda handler `handler(event, context)` idempotent on `key`, a JMESPath
     expression over the event or a callable of it. See `Options` for the rest."""
 
-    def decorate(handler: Callable[P, R]) -> Callable[P, R]:
+    def decorate(handler: Callable[P, R]) -> IdempotentFunction[P, R]:
         engine = build_engine(handler, key=key, awaits=True, **options)
         if is_coroutine_callable(handler):
             return _async_handler(handler, engine)
@@ -150,13 +168,12 @@ def idempotent(
             finally:
                 _execution.lambda_context.reset(token)
 
-        wrapper.idempotency = engine  # type: ignore[attr-defined]
-        return wrapper
+        return mark(wrapper, engine)
 
     return decorate
 
 
-def _async_handler(handler: Callable[P, R], engine: Idempotency) -> Callable[P, R]:
+def _async_handler(handler: Callable[P, R], engine: Idempotency) -> IdempotentFunction[P, R]:
     """`idempotent` on an async def handler: the same, awaited (`_async`)."""
     from . import _async
 
@@ -179,8 +196,7 @@ def _async_handler(handler: Callable[P, R], engine: Idempotency) -> Callable[P, 
         finally:
             _execution.reset(_execution.lambda_context, token)
 
-    wrapper.idempotency = engine  # type: ignore[attr-defined]
-    return wrapper  # type: ignore[return-value]
+    return mark(wrapper, engine)  # type: ignore[arg-type]  # R is the coroutine's type
 
 
 def _envelope_shaped(event: Any) -> bool:
@@ -205,7 +221,7 @@ def _durable_run(event: Any, context: Any) -> Any:
 
 def idempotent_function(
     *, key: Selector, **options: Unpack[Options]
-) -> Callable[[Callable[P, R]], Callable[P, R]]:
+) -> Callable[[Callable[P, R]], IdempotentFunction[P, R]]:
     """Make any function idempotent. The selectors see its arguments as a dict by parameter
     name (dataclasses and pydantic models as dicts), however they were passed:
     `@idempotent_function(key="order.id")` on `def ship(order: Order)`.
@@ -214,7 +230,7 @@ def idempotent_function(
     enclosing `idempotent` handler, else `lease_seconds`.
     """
 
-    def decorate(function: Callable[P, R]) -> Callable[P, R]:
+    def decorate(function: Callable[P, R]) -> IdempotentFunction[P, R]:
         engine = build_engine(function, key=key, awaits=True, **options)
         try:
             signature = inspect.signature(function)
@@ -248,16 +264,14 @@ def idempotent_function(
                 call = lambda: await_settled(function, *args, **kwargs)  # noqa: E731
                 return await _async.run(engine, data, context, call)
 
-            awaiting.idempotency = engine  # type: ignore[attr-defined]
-            return awaiting  # type: ignore[return-value]
+            return mark(awaiting, engine)  # type: ignore[arg-type]  # R is the coroutine's
 
         @functools.wraps(function)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
             data, context = selected(*args, **kwargs)
             return engine.run(data, context, lambda: call_settled(function, *args, **kwargs))
 
-        wrapper.idempotency = engine  # type: ignore[attr-defined]
-        return wrapper
+        return mark(wrapper, engine)
 
     return decorate
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Required, TypedDict, TypeVar, 
 
 from . import _canonical, _execution, _keys
 from ._callables import call_settled
-from ._decorators import build_engine
+from ._decorators import build_engine, mark
 from ._errors import (
     ConfigurationError,
     InProgressError,
@@ -37,6 +37,7 @@ from ._tenant import authorizer_principal  # noqa: F401 (its former home; still 
 from ._tenant import principal_or_anonymous as _principal_or_anonymous
 
 if TYPE_CHECKING:
+    from ._decorators import IdempotentFunction
     from ._options import Options
 
 P = ParamSpec("P")
@@ -585,7 +586,7 @@ def idempotent_http(
     store_status: Callable[[int], bool] = status_below_500,
     header: str = IDEMPOTENCY_KEY,
     **options: Unpack[Options],
-) -> Callable[[Callable[P, R]], Callable[P, R | HttpResponse]]:
+) -> Callable[[Callable[P, R]], IdempotentFunction[P, R | HttpResponse]]:
     """Make an HTTP handler `handler(event, context)` idempotent on its `Idempotency-Key`
     header, for API Gateway (REST and HTTP APIs), ALB and Function URLs.
 
@@ -617,7 +618,7 @@ def idempotent_http(
     def key(request: HttpRequest) -> str | None:
         return parse_key(request.header(header), header)
 
-    def decorate(handler: Callable[P, R]) -> Callable[P, R | HttpResponse]:
+    def decorate(handler: Callable[P, R]) -> IdempotentFunction[P, R | HttpResponse]:
         # The caller's options were type-checked against Options; these replace four of them.
         settings: dict[str, Any] = {
             **options,
@@ -656,8 +657,7 @@ def idempotent_http(
             finally:
                 _execution.lambda_context.reset(token)
 
-        wrapper.idempotency = engine  # type: ignore[attr-defined]
-        return wrapper
+        return mark(wrapper, engine)
 
     return decorate
 

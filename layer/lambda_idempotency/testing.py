@@ -16,6 +16,13 @@ The code lives in the development subpackage (`_dev`), which pip installs and th
 layer omits; this module, also left out of the layer, is its public import path.
 """
 
+try:
+    import pytest as _pytest  # noqa: F401  (the fixtures below are pytest's)
+except ModuleNotFoundError as _exc:
+    from ._dev.extras import missing_extra
+
+    raise missing_extra(_exc, "lambda_idempotency.testing") from _exc
+
 from ._dev.handler_tables import (
     IdempotencyTable,
     idempotency_table,

@@ -1,6 +1,7 @@
 """The package as it would be published: `python -m build` makes a wheel and an sdist that
-`twine check` passes, with the metadata an index shows; and the dev extra leaves the
-benchmarks' plotting stack out."""
+`twine check` passes, with the metadata an index shows (the runtime's requirements alone, an
+extra for each other use); and the dev extra leaves the benchmarks' plotting stack out.
+Each extra installed in a clean virtualenv: tests/extras_check.py (`make package-check`)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,27 @@ def test_build_makes_a_wheel_and_an_sdist_that_twine_check_passes(tmp_path: Path
     assert "Typing :: Typed" in fields.get_all("Classifier")
     assert {"lambda_idempotency/py.typed", f"{info}/licenses/LICENSE"} <= names
     assert "lambda_idempotency = lambda_idempotency.testing" in entry_points  # the plugin
+    # what a Lambda function imports, and nothing else; an extra for each other use
+    requires = [Requirement(text) for text in fields.get_all("Requires-Dist")]
+    runtime = {r.name for r in requires if r.marker is None}
+    assert runtime == {"boto3", "jmespath", "aws-lambda-powertools"}
+    assert set(fields.get_all("Provides-Extra")) == {"cli", "testing", "durable", "dev", "bench"}
+
+    def extra(name: str) -> set[str]:
+        return {
+            r.name + (f"[{','.join(sorted(r.extras))}]" if r.extras else "")
+            for r in requires
+            if r.marker is not None and r.marker.evaluate({"extra": name})
+        }
+
+    assert extra("cli") == {
+        "PyYAML",
+        "aws-durable-execution-sdk-python-testing",
+        "aws-durable-execution-sdk-python",
+    }
+    assert extra("testing") == {"pytest", "moto[dynamodb]"}
+    assert extra("durable") == {"aws-durable-execution-sdk-python"}
+    assert "lambda-idempotency[cli,durable,testing]" in extra("dev")
     with tarfile.open(sdist) as archive:
         assert f"lambda_idempotency-{VERSION}/LICENSE" in archive.getnames()
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -194,3 +196,48 @@ def test_the_template_lists_only_the_runtime_the_layers_bytecode_is_for() -> Non
     assert layer["Properties"]["CompatibleRuntimes"] == [runtime]
     assert template.document["Globals"]["Function"]["Runtime"] == runtime
     assert f"cpython-{version[1]}{version[2]}" == CACHE_TAG
+
+
+def test_the_layer_is_the_wheel_less_the_development_tooling(
+    built_layer: Path, tmp_path: Path
+) -> None:
+    """layer/Makefile installs the package's wheel: the layer holds exactly the wheel's files
+    of the package but the tooling, and neither its console script nor its metadata (whose
+    pytest11 entry point names the omitted plugin: pytest would fail to load it)."""
+    # from a copy, as the Makefile builds it: setuptools' build/ folder in the project may
+    # hold a module deleted since
+    source = tmp_path / "source"
+    shutil.copytree(LAYER_SOURCE / PACKAGE, source / "layer" / PACKAGE)
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(tmp_path),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    (wheel,) = tmp_path.glob(f"{PACKAGE}-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        in_wheel = {
+            name
+            for name in archive.namelist()
+            if name.startswith(f"{PACKAGE}/") and name.split("/")[1] not in DEVELOPMENT_ONLY
+        }
+    in_layer = {
+        path.relative_to(built_layer).as_posix()
+        for path in built_layer.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+    assert in_layer == in_wheel
+    assert f"{PACKAGE}/py.typed" in in_layer

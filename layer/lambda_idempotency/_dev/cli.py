@@ -1118,6 +1118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     from .dynamodb_local import DynamoDBLocalError
+    from .extras import MissingExtraError
 
     try:
         args = parser().parse_args(argv)
@@ -1129,6 +1130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         CommandError,
         IdempotencyError,
         DynamoDBLocalError,
+        MissingExtraError,  # a command whose extra is not installed: it names the extra
         ClientError,
         BotoCoreError,
         OSError,

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from .._store import DynamoDBStore
+from .extras import missing_extra
 
 _numbers = itertools.count()
 
@@ -96,7 +97,10 @@ class IdempotencyTable:
         self._undo = _Undo()
         self._mock: Any = None
         if endpoint_url is None:
-            from moto import mock_aws
+            try:
+                from moto import mock_aws
+            except ModuleNotFoundError as exc:
+                raise missing_extra(exc, "a table in moto (idempotency_table)") from exc
 
             self._mock = mock_aws()
             self._mock.start()

@@ -94,8 +94,15 @@ class _DurableExecution:
         self.idempotency = getattr(inner, "idempotency", None)
 
     def __call__(self, event: Any, context: Any) -> Any:
-        from aws_durable_execution_sdk_python.lambda_service import InvocationStatus
-        from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
+        try:
+            from aws_durable_execution_sdk_python.lambda_service import InvocationStatus
+            from aws_durable_execution_sdk_python_testing.runner import (
+                DurableFunctionTestRunner,
+            )
+        except ModuleNotFoundError as exc:
+            from .extras import missing_extra
+
+            raise missing_extra(exc, "invoking a durable function locally") from exc
 
         runner = DurableFunctionTestRunner(handler=self.handler, poll_interval=0.05)
         try:

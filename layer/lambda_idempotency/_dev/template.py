@@ -41,7 +41,12 @@ class TableSpec:
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
-    import yaml
+    try:
+        import yaml
+    except ModuleNotFoundError as exc:
+        from .extras import missing_extra
+
+        raise missing_extra(exc, f"reading {path.name}") from exc
 
     class CloudFormationLoader(yaml.SafeLoader):
         """Reads `!Ref X` as {"Ref": X}, `!GetAtt A.B` as {"Fn::GetAtt": [A, B]}, and so on."""

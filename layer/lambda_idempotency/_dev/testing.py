@@ -15,6 +15,7 @@ import pytest
 
 from .._record import AttributeNames
 from .._store import DynamoDBStore
+from .extras import missing_extra
 
 _names = (f"idempotency-test-{n}" for n in itertools.count())
 
@@ -133,7 +134,11 @@ def idempotency_store_local(dynamodb_local_endpoint: str) -> DynamoDBStore:
 @pytest.fixture
 def idempotency_store_moto() -> Iterator[DynamoDBStore]:
     import boto3
-    from moto import mock_aws
+
+    try:
+        from moto import mock_aws
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc, "the idempotency_store_moto fixture") from exc
 
     with mock_aws():
         client = boto3.client(
