@@ -1078,7 +1078,6 @@ def _add_doctor(add: Any) -> None:
 
 
 _STORE_ERROR_HINTS = {
-    "ResourceNotFoundException": "the table does not exist in this region/endpoint",
     "UnrecognizedClientException": "the credentials are not valid for this region",
     "InvalidSignatureException": "the credentials or region are wrong",
     "AccessDeniedException": "these credentials may not read or write this table",
