@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import uuid
@@ -22,6 +23,8 @@ from lambda_idempotency._dev.template import FunctionSpec
 from tests.conftest import local_client
 
 pytestmark = pytest.mark.dynamodb_local
+
+ROOT = Path(__file__).resolve().parents[2]
 
 APP = """
 import uuid
@@ -67,75 +70,110 @@ def exported(lines: str) -> dict[str, str]:
     return variables
 
 
+def console_lines(document: str, heading: str) -> list[str]:
+    """The `$ ` commands of the first ```console block after `heading`."""
+    text = (ROOT / document).read_text(encoding="utf-8")
+    block = text[text.index(heading) :].split("```console\n", 1)[1].split("```", 1)[0]
+    return [line[2:] for line in block.splitlines() if line.startswith("$ ")]
+
+
+def shims(folder: Path) -> Path:
+    """`lambda-idempotency` and `python` on PATH as a user's virtualenv has them: this
+    interpreter, with the library it imports."""
+    folder.mkdir()
+    for name, run_as in (
+        ("lambda-idempotency", f"{sys.executable} -m lambda_idempotency"),
+        ("python", sys.executable),
+    ):
+        script = folder / name
+        script.write_text(f'#!/bin/sh\nexec {run_as} "$@"\n')
+        script.chmod(0o755)
+    return folder
+
+
 @pytest.mark.timeout(240)  # a JVM of its own; a timeout would leave it behind
-def test_a_new_app_outside_the_repository_replays_on_a_table_local_created(
+def test_the_guide_lines_outside_a_sam_project_replay_and_find_the_record(
     tmp_path: Path,
 ) -> None:
-    """The first hour of issue 32, as a user types it: no template, `eval` of --print-env,
-    an app of ten lines run twice in fresh processes, the operator commands finding it."""
+    """docs/operations.md, "Outside a SAM project", run as written in one shell (so `eval`
+    holds), in a folder with no template, with an app of ten lines: the second call replays
+    the first, the operator commands find the record with no option."""
+    lines = console_lines("docs/operations.md", "### Outside a SAM project")
+    assert lines[0].startswith('eval "$(lambda-idempotency local --print-env')
+    assert lines[-1] == "lambda-idempotency local stop"
     app = tmp_path / "app"
     app.mkdir()
     (app / "app.py").write_text(APP)
     port = free_port()
-    base = {
+    environment = {
         name: value
         for name, value in os.environ.items()
         if not name.startswith("AWS_") and name != "IDEMPOTENCY_TABLE"
     }
-    base["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # the pid file of this run, not the user's
-    started = command(
-        app, base, "local", "--print-env", "--table", "orders-idem", "--port", str(port)
+    environment["PATH"] = f"{shims(tmp_path / 'bin')}{os.pathsep}{environment['PATH']}"
+    environment["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # this run's pid file, not the user's
+    with_port = [
+        line.replace(')"', f' --port {port})"')
+        if "local --print-env" in line
+        else f"{line} --port {port}"
+        if line.startswith("lambda-idempotency local")
+        else line
+        for line in lines
+    ]
+    script = "set -e\n" + "".join(
+        f"echo {shlex.quote('$ ' + line)}\n{line}\n" for line in with_port
     )
     try:
-        assert started.returncode == 0, started.stderr
-        variables = exported(started.stdout)
-        assert variables == {
-            "AWS_ENDPOINT_URL_DYNAMODB": f"http://127.0.0.1:{port}",
-            "AWS_REGION": "us-east-1",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "AWS_ACCESS_KEY_ID": "local",
-            "AWS_SECRET_ACCESS_KEY": "local",
-            "IDEMPOTENCY_TABLE": "orders-idem",
-        }
-        assert "table orders-idem created, TTL on expiration" in started.stderr
-        again = command(
-            app, base, "local", "--print-env", "--table", "orders-idem", "--port", str(port)
+        shell = subprocess.run(
+            ["bash", "-c", script],
+            cwd=app,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
         )
-        assert again.returncode == 0 and again.stdout == started.stdout, again.stderr
-        assert "already running" in again.stderr and "already exists" in again.stderr
-
-        shell = {**base, **variables}
-        calls = [
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-c",
-                    "import app, json; print(json.dumps(app.handler({'order_id': 'o-2'}, None)))",
-                ],
-                cwd=app,
-                env=shell,
-                capture_output=True,
-                text=True,
-                timeout=60,
-                check=True,
-            )
-            for _ in range(2)
-        ]
-        first, second = (json.loads(call.stdout) for call in calls)
-        assert first == second  # the second process replayed the first's charge
-
-        stuck = command(app, shell, "stuck")
-        assert stuck.returncode == 0 and "0 IN_PROGRESS records claimed" in stuck.stdout
-        wrong = command(
-            app, shell, "inspect", "--key", "o-2", "--namespace", "OrderFunction.app.handler"
-        )
-        assert wrong.returncode == 2
-        assert "namespaces in the table: app.handler;" in wrong.stderr
-        found = command(app, shell, "inspect", "--key", "o-2", "--namespace", "app.handler")
-        assert found.returncode == 0 and "status   COMPLETED" in found.stdout
     finally:
-        stopped = command(app, base, "local", "stop", "--port", str(port))
-    assert stopped.returncode == 0 and f"stopped DynamoDB Local on port {port}" in stopped.stdout
+        subprocess.run(
+            [sys.executable, "-m", "lambda_idempotency", "local", "stop", "--port", str(port)],
+            cwd=app,
+            env=environment,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    out = shell.stdout
+    assert shell.returncode == 0, (out, shell.stderr)
+    calls = [out.split(f"$ {line}\n", 1)[1].split("\n", 1)[0] for line in with_port[1:3]]
+    assert calls[0] == calls[1] and "charge_id" in calls[0]  # the second process replayed
+    assert "app.handler  1 record\n" in out
+    assert "status   COMPLETED" in out
+    assert f"stopped DynamoDB Local on port {port}" in out
+    assert "table orders-idem created, TTL on expiration" in shell.stderr
+
+
+@pytest.mark.timeout(240)
+def test_local_print_env_prints_only_the_variables_and_runs_again(tmp_path: Path) -> None:
+    port = free_port()
+    environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    argv = ("local", "--print-env", "--table", "orders-idem", "--port", str(port))
+    try:
+        started = command(tmp_path, environment, *argv)
+        again = command(tmp_path, environment, *argv)
+    finally:
+        stopped = command(tmp_path, environment, "local", "stop", "--port", str(port))
+    assert started.returncode == 0, started.stderr
+    assert exported(started.stdout) == {
+        "AWS_ENDPOINT_URL_DYNAMODB": f"http://127.0.0.1:{port}",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+        "IDEMPOTENCY_TABLE": "orders-idem",
+    }
+    assert again.returncode == 0 and again.stdout == started.stdout, again.stderr
+    assert "already running" in again.stderr and "already exists" in again.stderr
+    assert f"stopped DynamoDB Local on port {port}" in stopped.stdout
 
 
 def test_create_table_without_a_template_makes_the_stores_default_table(

@@ -485,7 +485,8 @@ TABLES_NAMED = 20
 
 
 def _no_table(store: DynamoDBStore, args: argparse.Namespace) -> CommandError:
-    where = args.endpoint or f"region {store.client.meta.region_name}"
+    endpoint = args.endpoint or os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
+    where = endpoint or f"region {store.client.meta.region_name}"
     try:
         listed = store.client.list_tables(Limit=TABLES_NAMED)
         names = listed["TableNames"] + (["..."] if "LastEvaluatedTableName" in listed else [])
@@ -494,11 +495,14 @@ def _no_table(store: DynamoDBStore, args: argparse.Namespace) -> CommandError:
         there = ""
     flag = "TABLE" if args.command == "doctor" else "--table"
     fix = f"name the right one with {flag} (and --region)"
-    if args.endpoint is not None:
-        fix = (
-            f"name one of them with {flag}, or create the template's with "
-            f"`lambda-idempotency create-table --endpoint {args.endpoint}`"
+    if endpoint:
+        create = (
+            f"the template's with `lambda-idempotency create-table --endpoint {endpoint}`"
+            if _template_path(args) is not None
+            else f"it with `lambda-idempotency create-table --endpoint {endpoint} "
+            f"--table {store.table_name}`"
         )
+        fix = f"name one of them with {flag}, or create {create}"
     return CommandError(f"no table {store.table_name} at {where}{there}: {fix}")
 
 
