@@ -341,3 +341,28 @@ def test_an_expected_rejection_of_a_durable_execution_is_one_line_not_a_tracebac
     assert status == 1 and json.loads(out)["errorType"] == "PayloadMismatchError"
     assert err.strip().endswith("ProcessOrderFunction: rejected (payload_mismatch)"), err
     assert "Traceback" not in err and "ERROR" not in err, err
+
+
+def test_stuck_in_one_namespace_names_the_others_when_it_finds_none(
+    store: DynamoDBStore, dynamodb_local_endpoint: str, capsys: Any
+) -> None:
+    now = cli._now_ms()
+    for namespace in ("app.handler", "billing"):
+        store.claim(
+            f"{namespace}#{'b' * 64}",
+            owner="A",
+            payload_hash=None,
+            now_ms=now - 3_600_000,
+            lease_until_ms=now - 3_000_000,
+            expiration_s=now // 1000 + 3600,
+        )
+    where = ("--table", store.table_name, "--endpoint", dynamodb_local_endpoint)
+
+    status, out, err = run(capsys, "stuck", *where, "--namespace", "billing")
+    assert status == 0 and out.splitlines()[0].startswith(f"billing#{'b' * 64}  ")
+    assert "1 IN_PROGRESS record in namespace billing claimed over 15 min ago" in out
+
+    status, out, err = run(capsys, "stuck", *where, "--namespace", "Orders.app.handler")
+    assert status == 0
+    assert out == "0 IN_PROGRESS records in namespace Orders.app.handler claimed over 15 min ago\n"
+    assert "stuck in other namespaces: app.handler (1), billing (1)" in err

@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from .._errors import ConfigurationError, IdempotencyError, StoreError
 from .._record import Status
-from .local import DEFAULT_TABLE as DEFAULT_LOCAL_TABLE
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -54,6 +53,8 @@ if TYPE_CHECKING:
     from .template import FunctionSpec, TableSpec, Template
 
 DEFAULT_TEMPLATE = "template.yaml"
+DEFAULT_LOCAL_TABLE = "idempotency"
+"""The table `local` and `create-table` create where there is no template and no --table."""
 LOCAL_ENDPOINT = "http://127.0.0.1:8000"
 """Where `lambda-idempotency local` listens by default; the docs' lines use it."""
 
@@ -729,6 +730,11 @@ def namespaces_in(store: DynamoDBStore, limit: int) -> tuple[collections.Counter
     return found, scanned, False
 
 
+def _by_count(found: collections.Counter[str]) -> list[tuple[str, int]]:
+    """Most records first, then by name: the same listing whatever order the scan read."""
+    return sorted(found.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
 def counted(count: int, noun: str) -> str:
     """`1 record`, `2 records`, `1,000 items`."""
     return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
@@ -743,9 +749,9 @@ def _cmd_namespaces(args: argparse.Namespace) -> int:
     with _on_table(store, args):
         found, scanned, complete = namespaces_in(store, args.limit)
     if args.json:
-        print(json.dumps({"namespaces": dict(found.most_common()), "scanned": scanned}))
+        print(json.dumps({"namespaces": dict(_by_count(found)), "scanned": scanned}))
     else:
-        for namespace, count in found.most_common():
+        for namespace, count in _by_count(found):
             print(f"{namespace}  {counted(count, 'record')}")
     where = "the whole table" if complete else f"stopped at --limit {args.limit:,}"
     print(
@@ -772,7 +778,7 @@ def _no_record(store: DynamoDBStore, pk: str, args: argparse.Namespace) -> str:
             f"{line}: namespace {args.namespace} has records, not this key: check --key "
             "(--json-values for a key that is not a string) and --scope"
         )
-    named = [namespace for namespace, _ in found.most_common(HINT_NAMED)]
+    named = [namespace for namespace, _ in _by_count(found)[:HINT_NAMED]]
     among = "the table" if complete else f"its first {_items(scanned)}"
     there = (
         f"namespaces in {among}: {', '.join(named)}{', ...' if len(found) > len(named) else ''}"
@@ -875,13 +881,24 @@ def _stuck(store: DynamoDBStore, args: argparse.Namespace) -> int:
             print("\nstopped at --max-pages; the table was not read to the end", file=sys.stderr)
             break
     print(file=sys.stderr)
+    elsewhere: collections.Counter[str] = collections.Counter()
+    if args.namespace is not None:
+        for described in found:
+            match = _DIGEST.match(described["pk"])
+            if match is not None and match["namespace"] != args.namespace:
+                elsewhere[match["namespace"]] += 1
+        found = [d for d in found if d["pk"].startswith(f"{args.namespace}#")]
     if args.json:
         print(json.dumps(found, indent=2))
     else:
         for described in found:
             print(f"{described['pk']}  {_age_and_lease(described)}")
         records = counted(len(found), "IN_PROGRESS record")
-        print(f"{records} claimed over {args.older_than:g} min ago")
+        within = "" if args.namespace is None else f" in namespace {args.namespace}"
+        print(f"{records}{within} claimed over {args.older_than:g} min ago")
+    if elsewhere and not found:
+        named = ", ".join(f"{namespace} ({n})" for namespace, n in _by_count(elsewhere)[:5])
+        print(f"stuck in other namespaces: {named}", file=sys.stderr)
     cost = f"read cost: {capacity:g} read capacity units for {_items(scanned)} scanned"
     print(f"{cost} (a scan reads every item)", file=sys.stderr)
     if unreadable:
@@ -1222,6 +1239,11 @@ def _add_operators(add: Any) -> None:
         default=15.0,
         metavar="MINUTES",
         help="default: %(default)s",
+    )
+    stuck.add_argument(
+        "--namespace",
+        help="only records of this namespace (the scan still reads every item); "
+        "`lambda-idempotency namespaces` lists them",
     )
     stuck.add_argument("--page-size", type=_positive(int), help="items read per page (Scan Limit)")
     stuck.add_argument("--max-pages", type=_positive(int), help="stop after this many pages")

@@ -19,14 +19,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .cli import DEFAULT_LOCAL_TABLE as DEFAULT_TABLE
 from .dynamodb_local import DEFAULT_HOME, DynamoDBLocal, DynamoDBLocalError
 
 if TYPE_CHECKING:
     from .template import TableSpec, Template
 
 DEFAULT_PORT = 8000
-DEFAULT_TABLE = "idempotency"
-"""The table `local` creates where there is no template and no --table."""
 LOCAL_REGION = "us-east-1"
 """DynamoDB Local keeps one database whatever the region (-sharedDb); any region will do."""
 
