@@ -1,10 +1,11 @@
 """The `lambda-idempotency` command (also `python -m lambda_idempotency`).
 
-Local runs, from the same template.yaml that deploys:
+Local runs, from the same template.yaml that deploys (or, without one, the --table named):
 
-    local [--background] [--port 8000]         DynamoDB Local with the template's tables
+    local [--background] [--port 8000]         DynamoDB Local with the template's tables,
+          [--table NAME] [--print-env]         and the variables to export (eval)
     local stop                                 ... and the one --background left running
-    create-table  --endpoint URL               the template's tables, as defined, TTL on
+    create-table  --endpoint URL [--table T]   the template's tables, as defined, TTL on
     invoke FUNCTION --event FILE [--endpoint]  one function, one event, a fresh process
     run-samples   [--endpoint URL]             every function with its events, in order,
                                                on an embedded DynamoDB Local
@@ -12,7 +13,8 @@ Local runs, from the same template.yaml that deploys:
 Operators, on any table (AWS or local):
 
     inspect  (--pk PK | --key K --namespace NS [--scope S])   one record [--result]
-    stuck    [--older-than MINUTES]                           IN_PROGRESS records, paginated
+    namespaces [--limit ITEMS]                                the namespaces in the table
+    stuck    [--older-than MINUTES] [--namespace NS]          IN_PROGRESS records, paginated
     release  (--pk PK | --key ...) --yes [--force]            let one key run again (a
                                                               tombstone, conditional on the
                                                               record shown)
