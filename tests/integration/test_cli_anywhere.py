@@ -249,7 +249,7 @@ def test_a_missing_record_names_the_namespaces_there(
 
     assert status == 2 and err.count("\n") == 1
     assert "namespaces in the table: app.handler, Orders.app.handler, billing;" in err
-    assert "the default namespace is module.function run directly (app.handler)" in err
+    assert "the default namespace is module.function off Lambda (app.handler;" in err
 
     status, _, err = run(capsys, "inspect", *where, "--key", "7", "--namespace", "app.handler")
     assert status == 2 and "namespace app.handler has records, not this key" in err

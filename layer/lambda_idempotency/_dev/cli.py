@@ -692,8 +692,9 @@ HINT_SCANNED = 100
 """A "no record" line names the namespaces among at most this many items (one small page)."""
 HINT_NAMED = 5
 DEFAULT_NAMESPACE = (
-    "the default namespace is module.function run directly (app.handler), the function's "
-    "name first on Lambda (my-stack-OrderFunction-1A2B.app.handler), its logical id under "
+    "the default namespace is module.function off Lambda (app.handler; __main__.handler for "
+    "`python app.py`), the function's name first on Lambda "
+    "(my-stack-OrderFunction-1A2B.app.handler), its logical id first under "
     "`lambda-idempotency invoke` (OrderFunction.app.handler)"
 )
 _DIGEST = re.compile(r"^(?P<namespace>.+)#[0-9a-f]{32,128}$")
