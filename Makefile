@@ -113,9 +113,17 @@ $(SAM_VENV)/bin/sam:
 	$(PYTHON) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/python -m pip install --quiet 'aws-sam-cli>=1.130'
 
+## Telemetry off however that SAM CLI is run (`.tools/sam/bin/sam` typed by hand too, not only
+## under make): a .pth line its interpreter runs at start-up sets SAM_CLI_TELEMETRY=0 unless
+## the environment already sets it.
+$(SAM_VENV)/.telemetry-off: $(SAM_VENV)/bin/sam
+	echo "import os; os.environ.setdefault('SAM_CLI_TELEMETRY', '0')" > \
+		"$$($(SAM_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/sam_telemetry_off.pth"
+	@touch $@
+
 ## The template lints clean and builds (the layer by layer/Makefile, functions from
 ## functions/), and the built layer has bytecode for every module and no development tooling.
-sam-check: $(SAM_VENV)/bin/sam
+sam-check: $(SAM_VENV)/bin/sam $(SAM_VENV)/.telemetry-off
 	$(SAM_VENV)/bin/sam validate --lint
 	$(SAM_VENV)/bin/sam build --build-dir .aws-sam/build
 	$(PYTHON) -m tests.layer_check .aws-sam/build/IdempotencyLayer/python

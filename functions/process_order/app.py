@@ -7,8 +7,9 @@ wait it runs again from the top and finds its own claim) for its whole timeout, 
 execution with the same order replays the receipt instead of charging again. The charge is
 keyed on the execution and its step, so a step that runs again does not charge twice.
 
-The Durable Execution SDK ships in Lambda's Python runtimes; bundle it with your function
-(requirements.txt) in production so its version is yours.
+The Durable Execution SDK ships in Lambda's Python runtimes, so this sample has no
+requirements.txt. In production pin your own: a requirements.txt beside this file naming
+`aws-durable-execution-sdk-python` (at the version you tested) is what `sam build` bundles.
 """
 
 import os

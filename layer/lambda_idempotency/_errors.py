@@ -86,8 +86,8 @@ class StoreError(IdempotencyError):
     `retryable`: the same request may succeed later (throttling, a 5xx, a lost connection).
     `maybe_applied`: the request may have been applied although it failed on our side (a
     lost answer), so whatever it wrote may be there.
-    `step`: what was being read when a stored record could not be (`claim`, `get`, `replay`,
-    `scan`, ...); None for a failed request.
+    `step`: the protocol's step whose request failed, or that was reading a stored record
+    that could not be read (`claim`, `complete`, `release`, `get`, `replay`, `scan`, ...).
     """
 
     def __init__(

@@ -30,7 +30,16 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
-from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    ParamValidationError,
+    PartialCredentialsError,
+)
 
 from ._encoding import CHUNKED
 from ._errors import (
@@ -135,9 +144,18 @@ def _default_client(endpoint_url: str | None, region_name: str | None) -> Dynamo
         retries={"mode": "standard", "total_max_attempts": 3},
         parameter_validation=False,
     )
-    client = boto3.client(
-        "dynamodb", endpoint_url=endpoint_url, region_name=region_name, config=config
-    )
+    try:
+        client = boto3.client(
+            "dynamodb", endpoint_url=endpoint_url, region_name=region_name, config=config
+        )
+    except NoRegionError:
+        # boto3 reads AWS_DEFAULT_REGION only; Lambda sets both, other SDKs read AWS_REGION.
+        fallback = os.environ.get("AWS_REGION")
+        if region_name is not None or not fallback:
+            raise
+        client = boto3.client(
+            "dynamodb", endpoint_url=endpoint_url, region_name=fallback, config=config
+        )
     from ._wire import validate_user_data
 
     client.meta.events.register(
@@ -322,6 +340,7 @@ class DynamoDBStore:
             "put_item",
             pk,
             {_CONDITION_FAILED},
+            step="claim",
             TableName=self.table_name,
             Item=item,
             ConditionExpression=self.layout.claim_condition,
@@ -424,7 +443,9 @@ class DynamoDBStore:
             "ExpressionAttributeValues": {":owner": {"S": form.owner}},
         }
         if not writes:
-            _, refused = self._send("put_item", form.pk, {_CONDITION_FAILED}, **put)
+            _, refused = self._send(
+                "put_item", form.pk, {_CONDITION_FAILED}, step="complete", **put
+            )
             return refused is None
         return self._transact(form.pk, [{"Put": put}, *writes], token=form.owner)
 
@@ -530,6 +551,7 @@ class DynamoDBStore:
             operation,
             pk,
             {_CONDITION_FAILED},
+            step="release",
             TableName=self.table_name,
             **target,
             ConditionExpression=f"{OWNED_BY_ME} AND {STILL_IN_PROGRESS}",
@@ -572,6 +594,7 @@ class DynamoDBStore:
             "put_item",
             pk,
             {_CONDITION_FAILED},
+            step="extend_lease",
             TableName=self.table_name,
             Item=item,
             ConditionExpression=f"{OWNED_BY_ME} AND {STILL_IN_PROGRESS}",
@@ -667,6 +690,7 @@ class DynamoDBStore:
             "get_item",
             pk,
             set(),
+            step="get",
             TableName=self.table_name,
             Key=self._key(pk),
             ConsistentRead=True,
@@ -677,7 +701,9 @@ class DynamoDBStore:
     def delete(self, pk: str) -> None:
         """Remove a record unconditionally (tests and clean-ups only: it breaks the fence and
         may remove a record completed a moment ago; operators use `release_version`)."""
-        self._send("delete_item", pk, set(), TableName=self.table_name, Key=self._key(pk))
+        self._send(
+            "delete_item", pk, set(), step="delete", TableName=self.table_name, Key=self._key(pk)
+        )
 
     def release_version(self, shown: Record, *, now_ms: int) -> tuple[bool, Record | None]:
         """Operators only: replace the record `shown`, if it is still exactly that version,
@@ -699,6 +725,7 @@ class DynamoDBStore:
             operation,
             shown.pk,
             {_CONDITION_FAILED},
+            step="release",
             TableName=self.table_name,
             **target,
             **self._version_condition(shown),
@@ -770,7 +797,7 @@ class DynamoDBStore:
         if page_size is not None:
             request["Limit"] = page_size
         while True:
-            response, _ = self._send("scan", None, set(), **request)
+            response, _ = self._send("scan", None, set(), step="scan", **request)
             capacity = response.get("ConsumedCapacity", {}).get("CapacityUnits", 0.0)
             records, unreadable = [], []
             for item in response.get("Items", []):
@@ -836,7 +863,9 @@ class DynamoDBStore:
         parts: dict[str, bytes] = {}
         request: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": consistent}}
         for attempt in range(UNPROCESSED_ATTEMPTS):
-            response, _ = self._send("batch_get_item", pk, set(), RequestItems=request)
+            response, _ = self._send(
+                "batch_get_item", pk, set(), step="replay", RequestItems=request
+            )
             for item in response.get("Responses", {}).get(self.table_name, []):
                 try:
                     parts[_text(item[self.sort_key_attr or names.pk])] = binary(item[names.result])
@@ -851,7 +880,9 @@ class DynamoDBStore:
     def _batch_write(self, pk: str, requests: list[dict[str, Any]]) -> None:
         pending: dict[str, Any] = {self.table_name: requests}
         for attempt in range(UNPROCESSED_ATTEMPTS):
-            response, _ = self._send("batch_write_item", pk, set(), RequestItems=pending)
+            response, _ = self._send(
+                "batch_write_item", pk, set(), step="chunks", RequestItems=pending
+            )
             pending = response.get("UnprocessedItems") or {}
             if not pending:
                 return
@@ -878,7 +909,7 @@ class DynamoDBStore:
         if token is not None:
             request["ClientRequestToken"] = token
         response, refused = self._send(
-            "transact_write_items", pk, {_TRANSACTION_CANCELED}, **request
+            "transact_write_items", pk, {_TRANSACTION_CANCELED}, step="complete", **request
         )
         if refused is None:
             return True
@@ -900,10 +931,17 @@ class DynamoDBStore:
         )
 
     def _send(
-        self, operation: str, pk: str | None, expected: Iterable[str], **request: Any
+        self,
+        operation: str,
+        pk: str | None,
+        expected: Iterable[str],
+        *,
+        step: str | None = None,
+        **request: Any,
     ) -> tuple[dict[str, Any], str | None]:
-        """Call DynamoDB. An expected refusal (a failed condition) comes back as its error code
-        with the error response; anything else becomes a StoreError, chained to botocore's."""
+        """Call DynamoDB for the protocol's `step`. An expected refusal (a failed condition)
+        comes back as its error code with the error response; anything else becomes a
+        StoreError, chained to botocore's, naming the operation, table and endpoint."""
         try:
             response: dict[str, Any] = getattr(self._caller(), operation)(**request)
         except ClientError as exc:
@@ -913,27 +951,50 @@ class DynamoDBStore:
             metadata = exc.response.get("ResponseMetadata", {})
             server_error = int(metadata.get("HTTPStatusCode", 0)) >= 500
             raise StoreError(
-                f"DynamoDB {operation} failed: {code}",
+                self._failure(operation, code),
                 key_hash=pk,
                 code=code,
                 retryable=server_error or code in RETRYABLE_CODES,
                 # An earlier attempt that botocore retried may have landed, and so may a 5xx.
                 maybe_applied=server_error or int(metadata.get("RetryAttempts", 0)) > 0,
+                step=step,
             ) from exc
         except ParamValidationError as exc:
-            raise _unbuildable(operation, pk, exc) from exc
+            raise _unbuildable(operation, pk, exc, step) from exc
+        except _UNSENT as exc:
+            # No region, no credentials: refused before anything left, on every attempt.
+            raise StoreError(
+                self._failure(operation, type(exc).__name__), key_hash=pk, step=step
+            ) from exc
         except BotoCoreError as exc:
             raise StoreError(
-                f"DynamoDB {operation} failed: {type(exc).__name__}",
+                self._failure(operation, type(exc).__name__),
                 key_hash=pk,
                 retryable=True,
                 maybe_applied=True,  # a read timeout or a dropped connection: it may have landed
+                step=step,
             ) from exc
         except (TypeError, ValueError, AttributeError, KeyError) as exc:
             # botocore could not serialize the request: without client-side validation a
             # malformed enlisted write fails here, before anything is sent.
-            raise _unbuildable(operation, pk, exc) from exc
+            raise _unbuildable(operation, pk, exc, step) from exc
         return response, None
+
+    def _failure(self, operation: str, reason: str) -> str:
+        """One line: what failed, on which table, where, and for the common causes the fix.
+        Names only (table, endpoint, region): never a key or a payload."""
+        table = self._peek_table_name() or "?"
+        meta = getattr(self._client, "meta", None)
+        endpoint = getattr(meta, "endpoint_url", None) or (
+            self._endpoint_url
+            or os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
+            or os.environ.get("AWS_ENDPOINT_URL")
+        )
+        where = f"table {table} at {endpoint}" if endpoint else f"table {table}"
+        fix = _FIXES.get(reason)
+        return f"DynamoDB {operation} failed: {reason} ({where})" + (
+            f": {fix.format(table=table)}" if fix else ""
+        )
 
     def _replaced(self, item: Mapping[str, Any] | None, pk: str) -> Record | None:
         """The record a won claim replaced, for the log only. DynamoDB's condition already
@@ -1045,14 +1106,38 @@ def _number(value: int | None) -> dict[str, str] | None:
     return None if value is None else {"N": str(value)}
 
 
-def _unbuildable(operation: str, pk: str | None, exc: Exception) -> StoreError:
+def _unbuildable(
+    operation: str, pk: str | None, exc: Exception, step: str | None = None
+) -> StoreError:
     """A request refused before it was sent (botocore's parameter check, or its serializer):
     nothing landed, and the same request would be refused again."""
     return StoreError(
         f"DynamoDB {operation} request could not be built: {type(exc).__name__}",
         key_hash=pk,
         code="InvalidRequest",
+        step=step,
     )
+
+
+_UNSENT = (NoRegionError, NoCredentialsError, PartialCredentialsError)
+"""botocore errors raised before a request leaves (building the client, signing): nothing
+landed, and botocore does not retry them."""
+_LOCAL = "for DynamoDB Local, `lambda-idempotency local` prints the variables to export"
+_FIXES = {
+    "NoRegionError": "no AWS region: set AWS_REGION (Lambda sets it), or pass region_name=",
+    "NoCredentialsError": "no AWS credentials: configure them (AWS_PROFILE, or the "
+    f"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY variables); {_LOCAL}",
+    "PartialCredentialsError": "incomplete AWS credentials: set both AWS_ACCESS_KEY_ID and "
+    "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE",
+    "ResourceNotFoundException": "no table {table} there: create it (for DynamoDB Local, "
+    "`lambda-idempotency create-table --table {table}`), or point IDEMPOTENCY_TABLE, "
+    "AWS_REGION or the endpoint at the one that exists",
+    EndpointConnectionError.__name__: "nothing answers there: start DynamoDB Local "
+    "(`lambda-idempotency local`), or check AWS_ENDPOINT_URL_DYNAMODB, the region and the network",
+    ConnectTimeoutError.__name__: "nothing answers there: check the endpoint, the region and "
+    "the network (a Lambda function in a VPC needs a DynamoDB endpoint or a NAT)",
+}
+"""The fix for the common causes of a failed call, by botocore's error name or code."""
 
 
 def _chunk_pk(pk: str, owner: str, index: int) -> str:

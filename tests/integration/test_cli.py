@@ -149,7 +149,7 @@ def test_stuck_lists_old_in_progress_records_with_progress_and_cost(
 
     assert status == 0
     assert old in out and fresh not in out
-    assert "1 IN_PROGRESS records claimed over 10 min ago" in out
+    assert "1 IN_PROGRESS record claimed over 10 min ago" in out
     assert "scanned 3 items in" in err and "read cost:" in err
 
     status, out, err = run(
@@ -158,12 +158,15 @@ def test_stuck_lists_old_in_progress_records_with_progress_and_cost(
     assert "stopped at --max-pages" in err
 
 
-def test_release_needs_yes(store: DynamoDBStore, dynamodb_local_endpoint: str, capsys: Any) -> None:
+def test_release_without_yes_is_a_dry_run_that_succeeds(
+    store: DynamoDBStore, dynamodb_local_endpoint: str, capsys: Any
+) -> None:
     _, old, _ = completed_and_stuck_records(store)
     where = ("--table", store.table_name, "--endpoint", dynamodb_local_endpoint, "--pk", old)
 
     status, out, err = run(capsys, "release", *where)
-    assert status == 2 and "--yes" in err and "IN_PROGRESS" in out
+    assert status == 0 and "IN_PROGRESS" in out
+    assert err.startswith("dry run, nothing written:") and "add --yes" in err
     assert store.get(old) is not None
 
     status, out, _ = run(capsys, "release", *where, "--yes")

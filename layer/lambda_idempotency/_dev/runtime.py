@@ -47,6 +47,8 @@ def main() -> None:
     # from a file of their own, so what the handler itself prints stays apart.
     for chatty in ("botocore", "boto3", "urllib3"):  # credential and endpoint lookups
         logging.getLogger(chatty).setLevel(logging.WARNING)
+    for output in logging.getLogger().handlers:
+        output.addFilter(_expected_rejection)
     library_log = logging.getLogger("lambda_idempotency")
     library_log.setLevel(logging.DEBUG)
     library_log.propagate = False
@@ -79,6 +81,26 @@ def main() -> None:
     outcome["stats"] = {name: n - stats.get(name, 0) for name, n in dict(counted).items()}
     with open(spec["result_path"], "w", encoding="utf-8") as result:
         json.dump(outcome, result, default=str)
+
+
+REJECTIONS = ("PayloadMismatchError", "KeyMissingError", "InProgressError")
+"""The library's answers to a caller (not failures): the outcome line says them."""
+
+
+def _expected_rejection(record: logging.LogRecord) -> bool:
+    """Drops the Durable Execution SDK's ERROR lines (a traceback, then the error object)
+    for an execution the library rejected as it should: `invoke` and `run-samples` say
+    `rejected (payload_mismatch)` in one line of their own. Any other error keeps its lines."""
+    if not record.name.startswith("aws_durable_execution_sdk_python"):
+        return True
+    error = record.exc_info[1] if record.exc_info else None
+    if error is not None:
+        return not (
+            type(error).__module__.startswith("lambda_idempotency")
+            and type(error).__name__ in REJECTIONS
+        )
+    message = record.getMessage()
+    return not any(f"lambda_idempotency._errors.{name}'" in message for name in REJECTIONS)
 
 
 class _DurableExecution:

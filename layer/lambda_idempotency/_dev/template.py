@@ -29,6 +29,8 @@ class FunctionSpec:
     durable_timeout_seconds: int | None = None
     """`DurableConfig.ExecutionTimeout` of a durable function: invoked locally through the
     Durable Execution SDK's own runner, as one execution per event."""
+    runtime: str | None = None
+    """`Runtime`, e.g. python3.13: local runs use this interpreter whatever it says."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,7 @@ class Template:
             environment={name: self._resolve(value) for name, value in environment.items()},
             layer_dirs=layers,
             durable_timeout_seconds=_durable_timeout(setting("DurableConfig")),
+            runtime=None if setting("Runtime") is None else str(setting("Runtime")),
         )
 
     def _table_name(self, logical_id: str) -> str:
