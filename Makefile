@@ -10,6 +10,7 @@ SAM_VENV := .tools/sam
 export SAM_CLI_TELEMETRY := 0
 
 .PHONY: setup demo test test-boto3-path lint bench reliability nightly sam-check mutate clean wire-lambda-botocore \
+	compat-previous \
 	wire-awscrt bench-awscrt bench-lambda-botocore
 
 ## $(call phase,WHAT,COMMAND): says what set-up is doing before a long quiet step, then how
@@ -47,6 +48,17 @@ test: setup
 ## through the boto3 client, which is what a user who turns the path off runs.
 test-boto3-path: setup
 	IDEMPOTENCY_FAST_WIRE=0 $(BIN)/python -m pytest -q
+
+## This version and the previous release side by side on one DynamoDB Local table, as a gradual
+## deployment runs them (tests/compat): records written by each, read and replayed by the other,
+## and records of a newer format than this version knows. The previous release is named by its
+## full commit id (v0.1.0), since a clone need not carry tags; a shallow clone fetches it. Its
+## tree comes from git archive and runs in a subprocess of its own (about 30 s).
+PREVIOUS_RELEASE ?= a6bf98392806b6315d44ccbe6d7bdf8eaf98e135
+compat-previous: setup
+	git cat-file -e '$(PREVIOUS_RELEASE)^{commit}' 2>/dev/null || \
+		git fetch --quiet --depth=1 origin '$(PREVIOUS_RELEASE)'
+	PREVIOUS_RELEASE=$(PREVIOUS_RELEASE) $(BIN)/python -m pytest -q -p no:cacheprovider tests/compat
 
 lint: setup
 	$(BIN)/ruff check layer tests functions benchmarks
