@@ -53,7 +53,7 @@ test-boto3-path: setup
 ## deployment runs them (tests/compat): records written by each, read and replayed by the other,
 ## and records of a newer format than this version knows. The previous release is named by its
 ## full commit id (v0.1.0), since a clone need not carry tags; a shallow clone fetches it. Its
-## tree comes from git archive and runs in a subprocess of its own (about 30 s).
+## tree comes from git archive and runs in a subprocess of its own (about 40 s).
 PREVIOUS_RELEASE ?= a6bf98392806b6315d44ccbe6d7bdf8eaf98e135
 compat-previous: setup
 	git cat-file -e '$(PREVIOUS_RELEASE)^{commit}' 2>/dev/null || \
