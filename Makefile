@@ -9,8 +9,8 @@ export DYNAMODB_LOCAL_HOME := $(CURDIR)/.tools/dynamodb-local
 SAM_VENV := .tools/sam
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: setup demo test test-boto3-path package-check lint bench reliability nightly sam-check mutate clean \
-	wire-lambda-botocore wire-awscrt bench-awscrt bench-lambda-botocore infra-check
+.PHONY: setup demo test test-boto3-path package-check compat-previous lint bench reliability nightly \
+	sam-check mutate clean wire-lambda-botocore wire-awscrt bench-awscrt bench-lambda-botocore infra-check
 
 ## $(call phase,WHAT,COMMAND): says what set-up is doing before a long quiet step, then how
 ## long it took (or that it failed), so a first `make setup` never sits silent for a minute.
@@ -54,6 +54,17 @@ test-boto3-path: setup
 ## quick once pip's cache holds them (1.5-2.5 min); `make test` leaves it out.
 package-check: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=300 tests/extras_check.py
+
+## This version and the previous release side by side on one DynamoDB Local table, as a gradual
+## deployment runs them (tests/compat): records written by each, read and replayed by the other,
+## and records of a newer format than this version knows. The previous release is named by its
+## full commit id (v0.1.0), since a clone need not carry tags; a shallow clone fetches it. Its
+## tree comes from git archive and runs in a subprocess of its own (about 40 s).
+PREVIOUS_RELEASE ?= a6bf98392806b6315d44ccbe6d7bdf8eaf98e135
+compat-previous: setup
+	git cat-file -e '$(PREVIOUS_RELEASE)^{commit}' 2>/dev/null || \
+		git fetch --quiet --depth=1 origin '$(PREVIOUS_RELEASE)'
+	PREVIOUS_RELEASE=$(PREVIOUS_RELEASE) $(BIN)/python -m pytest -q -p no:cacheprovider tests/compat
 
 lint: setup
 	$(BIN)/ruff check layer tests functions benchmarks docs/infra

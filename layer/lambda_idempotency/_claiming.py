@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _completing, _replaying
 from ._engine import Engine, remaining_ms
-from ._errors import InProgressError, LeaseLostError, StoreError
+from ._errors import InProgressError, LeaseLostError, NewerFormatError, StoreError
 from ._execution import Execution
 from ._record import Record, Status
 from ._store import DynamoDBStore
@@ -105,7 +105,7 @@ def claim(
             skew_ms=engine.settings.skew_ms,
         )
     except StoreError as exc:  # fail closed: the handler does not run unprotected
-        engine._count("store_error", logging.ERROR, pk, step="claim", code=exc.code)
+        store_failed(engine, pk, "claim", exc)
         if exc.maybe_applied:
             # The claim may have landed with its answer lost: free the key on the way
             # out (fenced on our token) rather than lock it for the whole lease.
@@ -171,7 +171,7 @@ def wait(
                 throttled += 1
                 engine._count("wait_throttled", logging.WARNING, held.pk, code=exc.code)
                 continue
-            engine._count("store_error", logging.ERROR, held.pk, step="wait", code=exc.code)
+            store_failed(engine, held.pk, "wait", exc)
             raise
         throttled = 0
         if record is None or record.is_expired(now, skew):
@@ -224,6 +224,17 @@ def extend_lease(
     execution.lease_until_ms = lease_until
     engine._count("lease_extended", logging.DEBUG, pk, lease_until=lease_until)
     return lease_until
+
+
+def store_failed(engine: Engine, pk: str, step: str, exc: StoreError) -> None:
+    """Count a failed store call: `store_error`, or `newer_format` (a WARNING: expected for
+    minutes while a rolling deploy runs two versions on one table)."""
+    if isinstance(exc, NewerFormatError):
+        engine._count(
+            "newer_format", logging.WARNING, pk, step=step, format_version=exc.format_version
+        )
+    else:
+        engine._count("store_error", logging.ERROR, pk, step=step, code=exc.code)
 
 
 def in_progress(engine: Engine, held: Record, now: int, message: str) -> InProgressError:

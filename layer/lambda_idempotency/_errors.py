@@ -8,8 +8,10 @@
     ├── LeaseLostError           our lease lapsed and another claim took the key over
     ├── CompletionConflictError  an enlisted business write's condition failed; nothing landed
     ├── StoreError               DynamoDB failed or refused a request (botocore error chained),
-    │                            or a stored record, result or chunk is in a shape this library
-    │                            does not write (`code` says which: `UNREADABLE_CODES`)
+    │   │                        or a stored record, result or chunk is in a shape this library
+    │   │                        does not write (`code` says which: `UNREADABLE_CODES`)
+    │   └── NewerFormatError     the record was written by a newer version (a rolling deploy):
+    │                            nothing ran, nothing was written; retry after `retry_after`
     └── misuse (programmer mistakes; fix the code, do not retry)
         ├── ResultNotSerializableError   the first run returned something we cannot store:
         │                                its retries get this instead of running again
@@ -107,6 +109,36 @@ class StoreError(IdempotencyError):
         self.retryable = retryable
         self.maybe_applied = maybe_applied
         self.step = step
+
+
+NEWER_RECORD_FORMAT = "NewerRecordFormat"
+NEWER_FORMAT_RETRY_SECONDS = 30
+"""The `retry_after` of a NewerFormatError: a gradual deployment moves traffic to the new
+version within minutes, and a retry that lands on it replays (or runs) as usual."""
+
+
+class NewerFormatError(StoreError):
+    """The record holding the key was written by a newer version of lambda-idempotency, in a
+    record format this version does not know (`format_version`, beside `known`): two versions
+    serve one table during a rolling deploy. Nothing ran, nothing was written, and the key is
+    not locked by this call: retry after `retry_after` seconds, when the newer version will
+    answer. `retryable` is True; HTTP answers 503 with Retry-After."""
+
+    def __init__(
+        self, *, key_hash: str | None, format_version: int, known: int, step: str | None = None
+    ) -> None:
+        super().__init__(
+            f"the record was written by a newer version of lambda-idempotency (record format "
+            f"{format_version}; this version reads up to {known}): nothing ran; retry later, "
+            "when the newer version serves the call",
+            key_hash=key_hash,
+            code=NEWER_RECORD_FORMAT,
+            retryable=True,
+            step=step,
+        )
+        self.format_version = format_version
+        self.known = known
+        self.retry_after = NEWER_FORMAT_RETRY_SECONDS
 
 
 STORED_RECORD_UNREADABLE = "StoredRecordUnreadable"

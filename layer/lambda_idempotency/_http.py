@@ -25,6 +25,7 @@ from ._errors import (
     ConfigurationError,
     InProgressError,
     KeyMissingError,
+    NewerFormatError,
     NotAnHttpEventError,
     PayloadInvalidError,
     PayloadMismatchError,
@@ -91,6 +92,11 @@ class ProblemType(enum.Enum):
         409,
     )
     KEY_REUSED = ("urn:lambda-idempotency:problem:key-reused", "Idempotency key reused", 422)
+    NEWER_VERSION = (
+        "urn:lambda-idempotency:problem:newer-version",
+        "Request recorded by a newer version",
+        503,
+    )
     BODY_UNFINGERPRINTABLE = (
         "urn:lambda-idempotency:problem:body-unfingerprintable",
         "Request body cannot be fingerprinted",
@@ -680,6 +686,7 @@ def _answer(
         InvalidKeyError,
         KeyMissingError,
         InProgressError,
+        NewerFormatError,
         PayloadMismatchError,
         PayloadInvalidError,
     ) as exc:
@@ -713,6 +720,14 @@ def _refusal(
                 ProblemType.REQUEST_IN_PROGRESS,
                 f"a request with this {header} is still being processed; "
                 f"retry in {retry_after} s to get its response",
+                {"Retry-After": str(retry_after)},
+            )
+        case NewerFormatError(retry_after=retry_after):
+            return problem(
+                request,
+                ProblemType.NEWER_VERSION,
+                f"this {header} was recorded by a newer version of this service, being "
+                f"deployed; retry in {retry_after} s",
                 {"Retry-After": str(retry_after)},
             )
         case PayloadMismatchError():

@@ -13,8 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ._errors import STORED_RECORD_UNREADABLE, UNKNOWN_RECORD_STATUS, StoreError, unreadable
-from ._record import AttributeNames, Record, Status
+from ._errors import (
+    STORED_RECORD_UNREADABLE,
+    UNKNOWN_RECORD_STATUS,
+    NewerFormatError,
+    StoreError,
+    unreadable,
+)
+from ._record import FORMAT_ATTRIBUTE, FORMAT_VERSION, AttributeNames, Record, Status
 
 # -- Condition fragments. Expired items linger for days, so "expired" counts as "absent".
 KEY_ABSENT = "attribute_not_exists(#pk)"
@@ -104,6 +110,7 @@ class Layout:
             names.owner: {"S": owner},
             names.lease_until: {"N": str(now_ms)},
             names.expiration: {"N": str(now_ms // 1000 + TOMBSTONE_SECONDS)},
+            names.format_version: FORMAT_ATTRIBUTE,
         }
         return "put_item", {"Item": tombstone}
 
@@ -117,6 +124,7 @@ class Layout:
             names.status: {"S": Status.RELEASED.value},
             names.lease_until: {"N": str(now_ms)},
             names.expiration: {"N": str(now_ms // 1000 + TOMBSTONE_SECONDS)},
+            names.format_version: FORMAT_ATTRIBUTE,
         }
         if shown.owner is not None:
             tombstone[names.owner] = {"S": shown.owner}
@@ -159,11 +167,23 @@ class Layout:
         pk: str | None = None,
     ) -> Record:
         """The record in a stored item, or a StoreError naming what is wrong with it (the
-        attribute, never its value): every stored byte is untrusted."""
+        attribute, never its value): every stored byte is untrusted. Its format version is
+        read first: a record a newer version wrote is a NewerFormatError, whatever else it
+        holds (a status, a result tag or a chunk pointer this version does not know)."""
         name, kind = key_name, "a string"
         try:
             pk = text(item[name])
-            name = names.status
+            name, kind = names.format_version, "a format version"
+            found = item.get(name)
+            if found is not None and found != FORMAT_ATTRIBUTE:
+                version = integer(found)
+                if version > FORMAT_VERSION:
+                    raise NewerFormatError(
+                        key_hash=pk, format_version=version, known=FORMAT_VERSION, step=step
+                    )
+                if version < 1:
+                    raise ValueError(name)
+            name, kind = names.status, "a string"
             status = self.statuses.get(text(item[name]))
             if status is None:
                 raise KeyError(name)

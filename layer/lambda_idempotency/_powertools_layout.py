@@ -14,6 +14,8 @@ Powertools' item, and what we add (attributes Powertools never reads):
     claimed_at, completed_at   ours: epoch ms, for operators and `on_replay`
     result          ours: our packed result, only when `data` cannot carry it exactly
                     (typed values, chunked or oversized results, "not storable" markers)
+    fmt             ours: the record format (`_record.FORMAT_VERSION`); none on a record
+                    Powertools wrote, which reads as format 1
 
 The claim is Powertools' condition with our clock-skew allowance and our own-token guard;
 completion (a PutItem) and release (a DeleteItem, no tombstone: Powertools would not read

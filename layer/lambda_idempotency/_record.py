@@ -34,6 +34,21 @@ class AttributeNames(Value):
     result: str = "result"
     claimed_at: str = "claimed_at"
     completed_at: str = "completed_at"
+    format_version: str = "fmt"
+
+
+FORMAT_VERSION = 1
+"""The record format this version writes and reads (its `fmt` attribute). A record without
+one was written by 0.1.0 or earlier, or by Powertools: format 1. A reader meeting a larger
+number answers `NewerFormatError` before it reads anything else of the record.
+
+The rule (docs/protocol.md): a format change that an older reader would misread bumps it;
+additive attributes older readers ignore do not. The claim condition's words are frozen for
+every format: `expiration`, `status` IN_PROGRESS with `lease_until`, RELEASED with
+`lease_until` (an older reader's claim takes over a record by those alone)."""
+FORMAT_ATTRIBUTE = {"N": str(FORMAT_VERSION)}
+"""What every record (not a chunk: its record's format covers it) carries as `fmt`. Shared,
+never mutated: 5 bytes of item."""
 
 
 class Record(Value):

@@ -61,7 +61,7 @@ from ._layout import (
     binary,
 )
 from ._layout import text as _text
-from ._record import AttributeNames, Record, Status
+from ._record import FORMAT_ATTRIBUTE, AttributeNames, Record, Status
 from ._value import Value
 from ._version import VERSION
 
@@ -466,6 +466,7 @@ class DynamoDBStore:
             names.status: {"S": Status.COMPLETED.value},
             names.expiration: {"N": str(expiration_s)},
             names.owner: {"S": owner},
+            names.format_version: FORMAT_ATTRIBUTE,
         }
         if claimed_at_ms is not None:
             item[names.claimed_at] = {"N": str(claimed_at_ms)}
@@ -494,6 +495,7 @@ class DynamoDBStore:
             names.lease_until: {"N": str(lease_until_ms)},
             names.owner: {"S": owner},
             names.claimed_at: {"N": str(now_ms)},
+            names.format_version: FORMAT_ATTRIBUTE,
         }
         if payload_hash is not None:
             item[names.payload_hash] = {"S": payload_hash}
@@ -585,6 +587,7 @@ class DynamoDBStore:
             names.expiration: {"N": str(expiration_s)},
             names.lease_until: {"N": str(lease_until_ms)},
             names.owner: {"S": owner},
+            names.format_version: FORMAT_ATTRIBUTE,
         }
         if claimed_at_ms is not None:
             item[names.claimed_at] = {"N": str(claimed_at_ms)}

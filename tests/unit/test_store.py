@@ -181,7 +181,7 @@ def test_completion_leaves_out_what_it_was_not_given(moto_store: DynamoDBStore) 
     claim(moto_store, "A")
     moto_store.complete("k", owner="A", payload_hash=None, result=b"r", expiration_s=HOUR_S)
 
-    assert set(item(moto_store)) == {"pk", "status", "expiration", "owner", "result"}
+    assert set(item(moto_store)) == {"pk", "status", "expiration", "owner", "result", "fmt"}
 
 
 # -- reads -----------------------------------------------------------------------------------
@@ -853,10 +853,11 @@ def test_renamed_attributes_are_the_ones_written_and_read(moto_store: DynamoDBSt
         result="res",
         claimed_at="cat",
         completed_at="dat",
+        format_version="v",
     )
     store = DynamoDBStore(moto_store.table_name, client=moto_store.client, attribute_names=names)
     claim(store, "A", payload_hash="h")
-    assert set(item(store)) == {"pk", "st", "exp", "lease", "own", "ph", "cat"}
+    assert set(item(store)) == {"pk", "st", "exp", "lease", "own", "ph", "cat", "v"}
     assert claim(store, "B")[0] is False
 
     store.complete(
@@ -868,7 +869,7 @@ def test_renamed_attributes_are_the_ones_written_and_read(moto_store: DynamoDBSt
         claimed_at_ms=NOW,
         completed_at_ms=NOW,
     )
-    assert set(item(store)) == {"pk", "st", "exp", "own", "ph", "res", "cat", "dat"}
+    assert set(item(store)) == {"pk", "st", "exp", "own", "ph", "res", "cat", "dat", "v"}
     assert store.release("k", owner="A", now_ms=NOW) is False
     record = store.get("k")
     assert record is not None and record.result == b"r" and record.completed_at == NOW
