@@ -10,14 +10,23 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import boto3
 import pytest
 from aws_durable_execution_sdk_python import DurableContext, durable_execution
 from aws_durable_execution_sdk_python.exceptions import InvocationError
 from aws_durable_execution_sdk_python.execution import InvocationStatus
+from aws_durable_execution_sdk_python.lambda_service import (
+    CheckpointOutput,
+    LambdaClient,
+    OperationUpdate,
+    StateOutput,
+)
 from aws_durable_execution_sdk_python_testing.runner import (
     DurableFunctionTestResult,
     DurableFunctionTestRunner,
 )
+from botocore.awsrequest import AWSResponse
+from botocore.config import Config
 
 from lambda_idempotency import (
     DynamoDBStore,
@@ -336,3 +345,157 @@ def test_a_zombie_invocation_of_an_older_execution_cannot_complete_or_release(
     stats = handler.__wrapped__.idempotency.stats  # type: ignore[attr-defined]
     assert stats["released"] == 0  # neither A's suspension nor its failure freed the key
     assert stats["lease_lost" if ending == "returns" else "not_released"] == 1
+
+
+class _Body:
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self._body
+
+
+class RefusedCheckpoints:
+    """The runner's in-memory Durable service, except that the checkpoints of the operation
+    named `operation` (the first `times` of them) go to AWS and are refused: the SDK's own
+    `LambdaClient` sends them on a boto3 Lambda client whose HTTP answer botocore's
+    `before-send` gives (`status`, `code`, `message`), so the SDK builds and classifies the
+    error (`CheckpointError`, retryable or not) exactly as it does in Lambda."""
+
+    def __init__(
+        self,
+        runner: DurableFunctionTestRunner,
+        operation: str,
+        status: int,
+        code: str,
+        message: str,
+        times: int = 1,
+    ) -> None:
+        self.inner = runner._invoker.service_client
+        runner._invoker.service_client = self  # type: ignore[assignment]
+        self.operation, self.left, self.refused = operation, times, 0
+        self.on_refusal: Callable[[], None] = lambda: None
+        body = json.dumps({"Type": "User", "message": message}).encode()
+        headers = {"x-amzn-ErrorType": code, "Content-Type": "application/json"}
+        client = boto3.client(
+            "lambda",
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+            config=Config(retries={"mode": "standard", "total_max_attempts": 1}),
+        )
+        client.meta.events.register(
+            "before-send.lambda.CheckpointDurableExecution",
+            lambda request, **_: AWSResponse(request.url, status, headers, _Body(body)),
+        )
+        self.aws = LambdaClient(client)
+
+    def checkpoint(
+        self,
+        durable_execution_arn: str,
+        checkpoint_token: str,
+        updates: list[OperationUpdate],
+        client_token: str | None,
+    ) -> CheckpointOutput:
+        call = (durable_execution_arn, checkpoint_token, updates, client_token)
+        if self.left > 0 and any(update.name == self.operation for update in updates):
+            self.left -= 1
+            self.refused += 1
+            self.on_refusal()
+            return self.aws.checkpoint(*call)  # raises the SDK's CheckpointError
+        return self.inner.checkpoint(*call)  # type: ignore[no-any-return]
+
+    def get_execution_state(
+        self,
+        durable_execution_arn: str,
+        checkpoint_token: str,
+        next_marker: str,
+        max_items: int = 1000,
+    ) -> StateOutput:
+        return self.inner.get_execution_state(  # type: ignore[no-any-return]
+            durable_execution_arn, checkpoint_token, next_marker, max_items
+        )
+
+
+def record_key(runner: DurableFunctionTestRunner, key: str) -> str:
+    engine = runner._invoker.handler.__wrapped__.idempotency
+    return engine.settings.layout.record_key(engine.settings.namespace, None, key)  # type: ignore[no-any-return]
+
+
+NOT_RETRYABLE = [
+    pytest.param(400, "InvalidParameterValueException", "Operation payload too large", id="400"),
+    pytest.param(403, "AccessDeniedException", "not authorized to checkpoint", id="403"),
+    pytest.param(502, "KMSAccessDeniedException", "the key denied access", id="502-kms"),
+]
+RETRYABLE = [
+    pytest.param(429, "TooManyRequestsException", "Rate exceeded", id="429"),
+    pytest.param(
+        400, "InvalidParameterValueException", "Invalid checkpoint token: stale", id="400-token"
+    ),
+    pytest.param(500, "ServiceException", "internal error", id="500"),
+]
+
+
+@pytest.mark.parametrize(("status", "code", "message"), NOT_RETRYABLE)
+def test_a_checkpoint_aws_refuses_fails_the_execution_and_frees_its_key(
+    store: DynamoDBStore,
+    runner_for: Callable[[Handler], DurableFunctionTestRunner],
+    status: int,
+    code: str,
+    message: str,
+) -> None:
+    """A charges, then AWS refuses the checkpoint of its callback for good (the SDK's rule:
+    a 4xx but throttling or a stale token, or a KMS error): the SDK ends A FAILED with no
+    exception of the handler's own. Its key is released, fenced, so C, the next execution
+    with the key, runs (A's charge is the user's to refund, as after any failure) rather
+    than meet InProgressError for the execution lease (366 days by default); D replays C."""
+    ledger = Ledger()
+    runner = runner_for(checkout(store, ledger))
+    service = RefusedCheckpoints(runner, "shipping", status, code, message)
+    order = {"order_id": "o-10", "amount": 30}
+    failed_arn = start(runner, "a", order)
+    failed = finish(runner, failed_arn)
+    assert failed.status is InvocationStatus.FAILED
+    assert error_type(failed) == "CheckpointError"
+    assert service.refused == 1 and ledger.charges == ["o-10"]
+    record = store.get(record_key(runner, "o-10"))
+    assert record is not None and record.status is Status.RELEASED  # fenced: A's own token
+    assert record.owner == owner_token(failed_arn)
+
+    again = start(runner, "c", order)
+    done = ship(runner, again)
+    assert done.status is InvocationStatus.SUCCEEDED, done.error
+    assert json.loads(done.result or "null")["charge_id"] == "ch_o-10_2"
+    replayed = finish(runner, start(runner, "d", order))
+    assert replayed.result == done.result
+    assert ledger.charges == ["o-10", "o-10"]
+
+
+@pytest.mark.parametrize(("status", "code", "message"), RETRYABLE)
+def test_a_checkpoint_throttled_keeps_the_key_and_the_retried_execution_charges_once(
+    store: DynamoDBStore,
+    runner_for: Callable[[Handler], DurableFunctionTestRunner],
+    status: int,
+    code: str,
+    message: str,
+) -> None:
+    """AWS throttles A's checkpoint twice (or answers a stale token, or a 5xx): the SDK
+    raises for Lambda to invoke A again, so the key stays A's. B, started at each refusal,
+    is refused; A's next invocation replays its charge from its checkpoint, suspends,
+    completes with one charge; C replays A's receipt."""
+    ledger = Ledger()
+    runner = runner_for(checkout(store, ledger))
+    service = RefusedCheckpoints(runner, "shipping", status, code, message, times=2)
+    order = {"order_id": "o-11", "amount": 30}
+    others: list[str] = []
+    service.on_refusal = lambda: others.append(start(runner, f"b{len(others)}", order))
+    arn = start(runner, "a", order)
+    done = ship(runner, arn)
+    assert done.status is InvocationStatus.SUCCEEDED, done.error
+    assert service.refused == 2
+    assert [error_type(finish(runner, other)) for other in others] == ["InProgressError"] * 2
+    assert json.loads(done.result or "null")["charge_id"] == "ch_o-11_1"
+    replayed = finish(runner, start(runner, "c", order))
+    assert replayed.result == done.result
+    assert ledger.charges == ["o-11"]
+    assert ledger.invocations == 4  # two refused, one suspended, one finished
