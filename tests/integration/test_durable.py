@@ -6,6 +6,7 @@ checkpoint), so two charges for one key mean two executions ran the handler's bo
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -52,6 +53,8 @@ class Ledger:
         self.crash_after_charge = 0
         """Invocations still to die after the charge step (Lambda invokes again)."""
         self.on_crash: Callable[[], None] = lambda: None
+        self.on_first_charge: Callable[[], object] = lambda: None
+        """Run in the first invocation, after its charge step (a test holds it there)."""
 
     def charge(self, order_id: str) -> str:
         self.charges.append(order_id)
@@ -67,6 +70,8 @@ def checkout(store: DynamoDBStore, ledger: Ledger, **options: Any) -> Handler:
     def handler(event: dict[str, Any], context: DurableContext) -> dict[str, Any]:
         ledger.invocations += 1
         charge_id = context.step(lambda _: ledger.charge(event["order_id"]), name="charge")
+        if ledger.invocations == 1:
+            ledger.on_first_charge()
         if ledger.crash_after_charge > 0:
             ledger.crash_after_charge -= 1
             ledger.on_crash()
@@ -499,3 +504,98 @@ def test_a_checkpoint_throttled_keeps_the_key_and_the_retried_execution_charges_
     assert replayed.result == done.result
     assert ledger.charges == ["o-11"]
     assert ledger.invocations == 4  # two refused, one suspended, one finished
+
+
+EVENTS = ("suspend", "release", "resume", "new execution")
+ORDERS = [
+    order
+    for order in itertools.permutations(EVENTS)
+    if order.index("resume") > max(order.index("suspend"), order.index("release"))
+]
+"""Resumed after its suspension, and after the release: released once it has completed, the
+record is no holder's, and `release` makes its key run again (what it is for)."""
+
+
+def settle(runner: DurableFunctionTestRunner, arn: str) -> str:
+    """Wait until the execution has ended (its error's type, or SUCCEEDED) or is suspended
+    on its shipping callback. (Its state is read, not waited for: a wait that times out
+    leaves the runner unable to report the end of the execution later.)"""
+    for _ in range(50):
+        execution = runner._store.load(arn)
+        if execution.is_complete:
+            return error_type(DurableFunctionTestResult.create(execution)) or "SUCCEEDED"
+        try:
+            runner.wait_for_callback(arn, name="shipping", timeout=0.2)  # type: ignore[arg-type]
+            return "suspended"
+        except TimeoutError:
+            pass
+    raise AssertionError("the execution neither ended nor suspended")
+
+
+def release_cli(store: DynamoDBStore, endpoint: str, pk: str, flag: str) -> int:
+    from lambda_idempotency._dev import cli
+
+    where = ("--table", store.table_name, "--endpoint", endpoint, "--pk", pk)
+    return cli.main(["release", *where, "--yes", flag])
+
+
+@pytest.mark.parametrize("flag", ["--force", "--force-durable"])
+@pytest.mark.parametrize("order", ORDERS, ids="-".join)
+def test_a_forced_release_of_a_durable_holder_in_every_order(
+    store: DynamoDBStore,
+    runner_for: Callable[[Handler], DurableFunctionTestRunner],
+    dynamodb_local_endpoint: str,
+    order: tuple[str, ...],
+    flag: str,
+) -> None:
+    """A claims and charges; then suspend, an operator's release, resume and a new execution
+    B with the key happen in every order. `--force` refuses a durable holder (its lease is
+    the execution's whole timeout): one charge in every order. `--force-durable` releases
+    it: A, resuming, takes its key back and completes over the tombstone, its result
+    standing; only a B that starts after the release and before A resumes runs the charge
+    again (and A then fails), as its --help says.
+
+    A release before the suspension runs inside A's first invocation, after its charge. The
+    local runner does not run another execution reliably while one's invocation runs, so a B
+    "before the suspension" starts just after it, before what followed it in the order: the
+    suspension writes nothing to the record, so each claim meets what it would have met."""
+    ledger = Ledger()
+    runner = runner_for(checkout(store, ledger))
+    key = f"o-12{flag}-{'-'.join(order)}"  # the table lives for the session: a key per case
+    pk = record_key(runner, key)
+    released: list[int] = []
+    outcomes: dict[str, str] = {}
+    b = ""
+
+    def release() -> None:
+        released.append(release_cli(store, dynamodb_local_endpoint, pk, flag))
+
+    suspended_at = order.index("suspend")
+    live = list(itertools.takewhile(lambda event: event == "release", order[:suspended_at]))
+    ledger.on_first_charge = lambda: [release() for _ in live]
+    a = start(runner, "a", {"order_id": key})
+    suspended = False
+    for event in order[len(live) :]:
+        if event in ("suspend", "new execution") and not suspended:
+            runner.wait_for_callback(a, name="shipping", timeout=20)
+            suspended = True
+        if event == "release":
+            release()
+        elif event == "resume":
+            outcomes["a"] = error_type(ship(runner, a)) or "SUCCEEDED"
+        elif event == "new execution":
+            b = start(runner, "b", {"order_id": key})
+            outcomes["b"] = settle(runner, b)
+    if outcomes["b"] == "suspended":
+        outcomes["b"] = error_type(ship(runner, b)) or "SUCCEEDED"
+
+    forced = flag == "--force-durable"
+    assert released == [0 if forced else 1]
+    released_at, b_at, a_at = (order.index(e) for e in ("release", "new execution", "resume"))
+    second_run = forced and released_at < b_at < a_at
+    assert ledger.charges == [key] * (2 if second_run else 1)
+    assert outcomes["a"] == ("InProgressError" if second_run else "SUCCEEDED")
+    assert outcomes["b"] == ("SUCCEEDED" if second_run or a_at < b_at else "InProgressError")
+    record = store.get(pk)
+    assert record is not None and record.status is Status.COMPLETED
+    assert record.owner == owner_token(b if second_run else a)

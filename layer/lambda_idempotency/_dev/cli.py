@@ -69,7 +69,8 @@ EXIT_UNREADABLE = 5
 be; never released)."""
 OPERATOR_EXIT_CODES = """exit codes:
   0  done
-  1  release refused: the record's lease is live (add --force); nothing written
+  1  release refused: the record's lease is live (add --force; a durable execution's:
+     --force-durable); nothing written
   2  could not run: a bad argument, no such table or record, no credentials or endpoint,
      DynamoDB refused or failed the call
   3  release: the record changed after it was read; nothing written (run it again)
@@ -734,6 +735,21 @@ def _age_and_lease(described: dict[str, Any]) -> str:
     return f"{age}, lease {_duration(left)} left" if left >= 0 else f"{age}, lease lapsed"
 
 
+FORCE_DURABLE_WHY = (
+    "check with `aws lambda get-durable-execution`: stopped, timed out or failed). If it has "
+    "not ended, it takes the key back when it resumes and completes over the tombstone, its "
+    "result standing; but a new execution with the key that starts before it resumes runs "
+    "the handler again, and then the resumed one fails with InProgressError: two effects"
+)
+
+
+def _durable_holder(record: Record) -> bool:
+    """Whether a durable execution holds the record: its owner token is the execution's."""
+    from .._durable import OWNER_PREFIX
+
+    return record.owner is not None and record.owner.startswith(OWNER_PREFIX)
+
+
 def _cmd_release(args: argparse.Namespace) -> int:
     store = _store(args, _operator_config())
     pk = _pk(args, store)
@@ -757,14 +773,24 @@ def _release(store: DynamoDBStore, pk: str, args: argparse.Namespace) -> int:
     if free is not None:
         raise CommandError(f"nothing to release: {free}", status=EXIT_NOTHING_TO_RELEASE)
     live_until = _live_lease_until(record, now)
+    durable = live_until is not None and _durable_holder(record)
     if not args.yes:
         _print_record(describe(record, now))
         force = "" if live_until is None else " and --force (its lease is live)"
+        if durable:
+            force = " and --force-durable (a durable execution holds it: see its --help)"
         raise CommandError(
             "release writes a RELEASED tombstone over this record, so its key runs again: "
             f"add --yes{force}"
         )
-    if live_until is not None and not args.force:
+    if live_until is not None and durable and not args.force_durable:
+        raise CommandError(
+            f"refused: {pk} is held by a durable execution until {_when(live_until, now)} "
+            "(its whole timeout): it may be suspended, and resume. --force does not release "
+            f"it; --force-durable does, once that execution has ended ({FORCE_DURABLE_WHY})",
+            status=EXIT_REFUSED,
+        )
+    if live_until is not None and not (args.force or durable):
         raise CommandError(
             f"refused: {pk} is IN_PROGRESS and its lease runs until {_when(live_until, now)}: "
             "its holder may still be running. Wait for the lease to end (the next retry then "
@@ -1026,7 +1052,14 @@ def _add_operators(add: Any) -> None:
     release.add_argument(
         "--force",
         action="store_true",
-        help="also over a live lease, whose holder may still be running",
+        help="also over a live lease, whose holder may still be running (not a durable "
+        "execution's: see --force-durable)",
+    )
+    release.add_argument(
+        "--force-durable",
+        action="store_true",
+        help="also over the live lease of a durable execution (owner token d-...), which "
+        "lasts its whole timeout: only once it has ended (" + FORCE_DURABLE_WHY + ")",
     )
     release.set_defaults(run=_cmd_release)
 
