@@ -8,7 +8,9 @@ execution with the same order replays the receipt instead of charging again. The
 keyed on the execution and its step, so a step that runs again does not charge twice.
 
 The Durable Execution SDK ships in Lambda's Python runtimes; bundle it with your function
-(requirements.txt) in production so its version is yours.
+(requirements.txt) in production so its version is yours, within the range lambda-idempotency
+was checked against (pyproject.toml: 3.0.x): which of its errors fail an execution, and so
+release the key, is the SDK's rule, read from that version.
 """
 
 import os
