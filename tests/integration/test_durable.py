@@ -506,6 +506,32 @@ def test_a_checkpoint_throttled_keeps_the_key_and_the_retried_execution_charges_
     assert ledger.invocations == 4  # two refused, one suspended, one finished
 
 
+def test_a_retake_is_fenced_on_the_tombstone_it_saw(store: DynamoDBStore) -> None:
+    """A durable execution's claim over its own tombstone lands only on that very tombstone:
+    not over another execution's claim, nor over a later release of its own (a delayed copy
+    of the retake cannot lock a key its execution released again), nor another owner's."""
+    pk, mine, other = "retake#k", owner_token("arn:a"), owner_token("arn:b")
+    times = {"payload_hash": None, "lease_until_ms": 2**42, "expiration_s": 2**42 // 1000}
+
+    def claim(owner: str, now: int) -> bool:
+        return store.claim(pk, owner=owner, now_ms=now, **times)[0]  # type: ignore[arg-type]
+
+    def retake(owner: str, released_at: int, now: int) -> bool:
+        return store.retake(pk, owner=owner, released_at_ms=released_at, now_ms=now, **times)[0]  # type: ignore[arg-type]
+
+    assert claim(mine, 1_000) and store.release(pk, owner=mine, now_ms=2_000)
+    assert not retake(other, 2_000, 3_000)  # not another owner's tombstone
+    assert not retake(mine, 1_999, 3_000)  # not a tombstone other than the one seen
+    assert retake(mine, 2_000, 3_000)
+    assert not retake(mine, 2_000, 3_500)  # the key is held again: nothing to retake
+    assert store.release(pk, owner=mine, now_ms=4_000)
+    assert not retake(mine, 2_000, 5_000)  # a delayed copy of the first retake
+    assert claim(other, 6_000)
+    assert not retake(mine, 4_000, 7_000)  # another execution claimed since
+    record = store.get(pk)
+    assert record is not None and record.status is Status.IN_PROGRESS and record.owner == other
+
+
 EVENTS = ("suspend", "release", "resume", "new execution")
 ORDERS = [
     order

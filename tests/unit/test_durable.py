@@ -103,6 +103,41 @@ def test_a_failed_execution_releases_its_key(moto_store: DynamoDBStore) -> None:
     assert record_of(moto_store, handler, "k").status is Status.RELEASED
 
 
+def test_a_released_key_is_free_for_a_new_execution_and_its_own_is_taken_back(
+    moto_store: DynamoDBStore,
+) -> None:
+    """A fails and releases; B, a new execution, runs over A's tombstone; a delayed copy of
+    A's claim cannot lock the key again; and A, replayed after all (the SDK revoked its
+    token), takes its own tombstone back, only while it is still there."""
+    effects: list[str] = []
+
+    @idempotent(store=moto_store, key="id", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> str:
+        effects.append(context.execution_context.durable_execution_arn)
+        if effects == ["arn:a"]:
+            raise RuntimeError("declined")
+        return "done"
+
+    with pytest.raises(RuntimeError):
+        handler({"id": "k"}, DurableContextLike("arn:a"))
+    tombstone = record_of(moto_store, handler, "k")
+    assert tombstone.status is Status.RELEASED and tombstone.owner == owner_token("arn:a")
+    late = {"payload_hash": None, "lease_until_ms": 2**42, "expiration_s": 2**42 // 1000}
+    now = (tombstone.lease_until or 0) + 1
+    assert not moto_store.claim(tombstone.pk, owner=owner_token("arn:a"), now_ms=now, **late)[0]  # type: ignore[arg-type]
+    assert handler({"id": "k"}, DurableContextLike("arn:a")) == "done"  # taken back
+    assert record_of(moto_store, handler, "k").owner == owner_token("arn:a")
+    assert handler({"id": "k"}, DurableContextLike("arn:b")) == "done"  # replayed
+    assert effects == ["arn:a", "arn:a"]
+
+    effects.clear()
+    with pytest.raises(RuntimeError):
+        handler({"id": "k2"}, DurableContextLike("arn:a"))
+    assert handler({"id": "k2"}, DurableContextLike("arn:b")) == "done"  # B over A's tombstone
+    assert record_of(moto_store, handler, "k2").owner == owner_token("arn:b")
+    assert effects == ["arn:a", "arn:b"]
+
+
 def test_the_sdks_envelope_is_refused(moto_store: DynamoDBStore) -> None:
     ran: list[bool] = []
 
