@@ -126,6 +126,7 @@ def test_a_released_key_is_free_for_a_new_execution_and_its_own_is_taken_back(
     now = (tombstone.lease_until or 0) + 1
     assert not moto_store.claim(tombstone.pk, owner=owner_token("arn:a"), now_ms=now, **late)[0]  # type: ignore[arg-type]
     assert handler({"id": "k"}, DurableContextLike("arn:a")) == "done"  # taken back
+    assert handler.idempotency.stats["retaken"] == 1
     assert record_of(moto_store, handler, "k").owner == owner_token("arn:a")
     assert handler({"id": "k"}, DurableContextLike("arn:b")) == "done"  # replayed
     assert effects == ["arn:a", "arn:a"]
