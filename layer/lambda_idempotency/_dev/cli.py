@@ -13,7 +13,7 @@ Operators, on any table (AWS or local):
 
     inspect  (--pk PK | --key K --namespace NS [--scope S])   one record [--result]
     stuck    [--older-than MINUTES]                           IN_PROGRESS records, paginated
-    release  (--pk PK | --key ...) --yes [--force]            let one key run again (a
+    release  (--pk PK | --key ...) --yes [--force[-durable]]  let one key run again (a
                                                               tombstone, conditional on the
                                                               record shown)
     doctor   [TABLE]                                          the table's set-up, check by
@@ -1039,12 +1039,14 @@ def _add_operators(add: Any) -> None:
             "token, lease, expiration and times): a record completed, claimed or released in "
             "between stays, and the command says so (exit 3). A COMPLETED record may be "
             "released: its next call runs the handler again. An IN_PROGRESS record whose lease "
-            "is live (its holder may still be running) is refused without --force. The "
+            "is live (its holder may still be running) is refused without --force, and one a "
+            "durable execution holds without --force-durable. The "
             "tombstone keeps the holder's owner token: a delayed copy of its claim cannot lock "
             "the key again, and a holder that was still running may still complete. Nothing "
             "to release (no record, expired, already released): exit 4. Needs "
             "dynamodb:GetItem and dynamodb:PutItem.",
             88,
+            break_on_hyphens=False,
         ),
         **codes,
     )
