@@ -9,7 +9,9 @@ keyed on the execution and its step, so a step that runs again does not charge t
 
 The Durable Execution SDK ships in Lambda's Python runtimes, so this sample has no
 requirements.txt. In production pin your own: a requirements.txt beside this file naming
-`aws-durable-execution-sdk-python` (at the version you tested) is what `sam build` bundles.
+`aws-durable-execution-sdk-python` within the range lambda-idempotency was checked against
+(pyproject.toml: 3.0.x) is what `sam build` bundles: which of its errors fail an execution,
+and so release the key, is the SDK's rule, read from that version.
 """
 
 import os

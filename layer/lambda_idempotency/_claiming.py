@@ -61,6 +61,8 @@ def acquire(
             execution.lease_until_ms = durable.lease_until_ms(now, engine.settings.lease_seconds)
         execution.answer_by_ms = now + answer_budget_ms(context, lease_ms)
         won, held = claim(engine, store, execution, payload_hash, now)
+        if not won and durable is not None and held is not None and _own_tombstone(held, execution):
+            won, held = retake(engine, store, execution, payload_hash, now, held)
         if won:
             return CLAIMED
         if held is None:  # refused, then gone before we could read it: try again
@@ -130,6 +132,44 @@ def claim(
         execution.claimed_at_ms = now
         _log_claim(engine, pk, other, now)
     return won, other
+
+
+def _own_tombstone(held: Record, execution: Execution) -> bool:
+    return held.status is Status.RELEASED and held.owner == execution.owner
+
+
+def retake(
+    engine: Engine,
+    store: DynamoDBStore,
+    execution: Execution,
+    payload_hash: str | None,
+    now: int,
+    tombstone: Record,
+) -> tuple[bool, Record | None]:
+    """A durable execution that finds its own tombstone is still running (an operator forced
+    a release while it was suspended, or the SDK replayed an execution we took for failed):
+    it claims the key back, if nobody else claimed it since, and completes over it, so its
+    effect is recorded rather than run again by the next execution."""
+    pk = execution.key_hash or ""
+    try:
+        won, held = store.retake(
+            pk,
+            owner=execution.owner or "",
+            released_at_ms=tombstone.lease_until or 0,
+            payload_hash=payload_hash,
+            now_ms=now,
+            lease_until_ms=execution.lease_until_ms or now,
+            expiration_s=engine._expiration(now, execution.lease_until_ms or now),
+        )
+    except StoreError as exc:
+        engine._count("store_error", logging.ERROR, pk, step="retake", code=exc.code)
+        if exc.maybe_applied:
+            _completing.release(engine, store, execution, reason="retake failed")
+        raise
+    if won:
+        execution.claimed_at_ms = now
+        engine._count("retaken", logging.WARNING, pk)
+    return won, held
 
 
 def wait(

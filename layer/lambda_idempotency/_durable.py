@@ -11,7 +11,9 @@ callback, a retried invocation) and replays its finished steps from checkpoints.
   longest execution Lambda allows), never for the ~15 minutes of one invocation;
 - the SDK suspends an execution by raising `SuspendExecution` (a BaseException) out of the
   handler: that is no failure, and the claim stays. Only an exception that ends the execution
-  as FAILED releases the key.
+  as FAILED releases the key, decided by the SDK's own rule (`ends_execution`): a retryable
+  error is raised for Lambda to invoke the execution again, a non-retryable one (AWS refused
+  a checkpoint with a 4xx) fails it as surely as the handler's own exception does.
 
 Nothing here imports the SDK (no cold start pays for it, and it is no dependency): its context
 is recognised by shape and its exceptions by name.
@@ -29,10 +31,9 @@ MAX_EXECUTION_SECONDS = 31_622_400
 """The longest execution timeout Lambda allows (366 days): the lease when none is given."""
 OWNER_PREFIX = "d-"
 
-KEEPS_THE_CLAIM = frozenset({"SuspendExecution", "BackgroundThreadError", "InvocationError"})
-"""SDK exceptions after which the execution goes on in a later invocation: a suspension (wait,
-callback, retry of a step), a checkpointing failure, an invocation the SDK asks Lambda to run
-again. The key stays claimed by the execution."""
+SDK_VERSIONS_READ = ">=3.0,<3.1"
+"""The SDK releases whose execution loop (`execution.durable_execution`) `ends_execution`
+follows; pyproject.toml pins the same range."""
 
 
 class DurableRun:
@@ -59,13 +60,45 @@ class DurableRun:
 
     def ends_execution(self, exc: BaseException) -> bool:
         """Whether the SDK ends the execution as FAILED on `exc` (then the key is released);
-        otherwise a later invocation of the same execution goes on and keeps the key."""
+        otherwise a later invocation of the same execution goes on and keeps the key.
+
+        The SDK's rule (its `durable_execution` wrapper, 3.0): with the checkpoint token
+        revoked it answers PENDING (replayed, never failed); `SuspendExecution` is PENDING;
+        a `BackgroundThreadError` fails the execution when its source is an AWS API error
+        that is not retryable, else is raised again; an `InvocationError` (a
+        `CheckpointError` among them) fails it when not retryable, else is raised for Lambda
+        to invoke again; any other Exception (an `ExecutionError`, the handler's own) fails
+        it; any other BaseException escapes the handler, and Lambda invokes it again."""
         if getattr(self.state, "is_checkpoint_token_revoked", False) is True:
-            return False  # the SDK answers PENDING: the execution is replayed, not failed
-        if sdk_names(type(exc)) & KEEPS_THE_CLAIM:
             return False
-        # Any other BaseException escapes the SDK's handler: Lambda invokes it again.
+        names = sdk_names(type(exc))
+        if "SuspendExecution" in names:
+            return False
+        if "BackgroundThreadError" in names:
+            source = getattr(exc, "source_exception", None)
+            return (
+                source is not None
+                and "BotoClientError" in sdk_names(type(source))
+                and not retryable(source)
+            )
+        if "InvocationError" in names:
+            return not retryable(exc)
         return isinstance(exc, Exception)
+
+
+def retryable(error: BaseException) -> bool:
+    """The SDK error's own `is_retryable()` (a 4xx from AWS, but for throttling and a stale
+    checkpoint token, is not). An error without one, or whose answer is not a bool, counts
+    as retryable: the claim is kept (for the execution's lease) rather than risk a second
+    run while the execution may go on."""
+    is_retryable = getattr(error, "is_retryable", None)
+    if not callable(is_retryable):
+        return True
+    try:
+        answer = is_retryable()
+    except Exception:
+        return True
+    return answer is not False
 
 
 def durable_run(context: Any) -> DurableRun | None:

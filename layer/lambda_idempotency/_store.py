@@ -565,6 +565,55 @@ class DynamoDBStore:
         )
         return refused is None
 
+    def retake(
+        self,
+        pk: str,
+        *,
+        owner: str,
+        released_at_ms: int,
+        payload_hash: str | None,
+        now_ms: int,
+        lease_until_ms: int,
+        expiration_s: int,
+    ) -> tuple[bool, Record | None]:
+        """A durable execution's claim over its own tombstone (an operator's forced release,
+        or our release of an execution the SDK then replayed): the IN_PROGRESS record again,
+        on the condition that the key still holds that tombstone, stamped `released_at_ms`.
+        Any other claim since (a new execution) keeps the key; a delayed copy of this write
+        cannot undo a later release. (True, None), or (False, the record holding the key)."""
+        names = self.names
+        item = self.claim_item(
+            pk,
+            owner=owner,
+            payload_hash=payload_hash,
+            now_ms=now_ms,
+            lease_until_ms=lease_until_ms,
+            expiration_s=expiration_s,
+        )
+        response, refused = self._send(
+            "put_item",
+            pk,
+            {_CONDITION_FAILED},
+            TableName=self.table_name,
+            Item=item,
+            ConditionExpression=f"{OWNED_BY_ME} AND #status = :released AND #lease_until = :at",
+            ExpressionAttributeNames={
+                "#owner": names.owner,
+                "#status": names.status,
+                "#lease_until": names.lease_until,
+            },
+            ExpressionAttributeValues={
+                ":owner": {"S": owner},
+                ":released": {"S": Status.RELEASED.value},
+                ":at": {"N": str(released_at_ms)},
+            },
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        if refused is None:
+            return True, None
+        held = response.get("Item")
+        return False, None if held is None else self._record(held, "claim", pk)
+
     def extend_lease(
         self,
         pk: str,

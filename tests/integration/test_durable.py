@@ -6,18 +6,28 @@ checkpoint), so two charges for one key mean two executions ran the handler's bo
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import boto3
 import pytest
 from aws_durable_execution_sdk_python import DurableContext, durable_execution
 from aws_durable_execution_sdk_python.exceptions import InvocationError
 from aws_durable_execution_sdk_python.execution import InvocationStatus
+from aws_durable_execution_sdk_python.lambda_service import (
+    CheckpointOutput,
+    LambdaClient,
+    OperationUpdate,
+    StateOutput,
+)
 from aws_durable_execution_sdk_python_testing.runner import (
     DurableFunctionTestResult,
     DurableFunctionTestRunner,
 )
+from botocore.awsrequest import AWSResponse
+from botocore.config import Config
 
 from lambda_idempotency import (
     DynamoDBStore,
@@ -43,6 +53,8 @@ class Ledger:
         self.crash_after_charge = 0
         """Invocations still to die after the charge step (Lambda invokes again)."""
         self.on_crash: Callable[[], None] = lambda: None
+        self.on_first_charge: Callable[[], object] = lambda: None
+        """Run in the first invocation, after its charge step (a test holds it there)."""
 
     def charge(self, order_id: str) -> str:
         self.charges.append(order_id)
@@ -58,6 +70,8 @@ def checkout(store: DynamoDBStore, ledger: Ledger, **options: Any) -> Handler:
     def handler(event: dict[str, Any], context: DurableContext) -> dict[str, Any]:
         ledger.invocations += 1
         charge_id = context.step(lambda _: ledger.charge(event["order_id"]), name="charge")
+        if ledger.invocations == 1:
+            ledger.on_first_charge()
         if ledger.crash_after_charge > 0:
             ledger.crash_after_charge -= 1
             ledger.on_crash()
@@ -336,3 +350,278 @@ def test_a_zombie_invocation_of_an_older_execution_cannot_complete_or_release(
     stats = handler.__wrapped__.idempotency.stats  # type: ignore[attr-defined]
     assert stats["released"] == 0  # neither A's suspension nor its failure freed the key
     assert stats["lease_lost" if ending == "returns" else "not_released"] == 1
+
+
+class _Body:
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self._body
+
+
+class RefusedCheckpoints:
+    """The runner's in-memory Durable service, except that the checkpoints of the operation
+    named `operation` (the first `times` of them) go to AWS and are refused: the SDK's own
+    `LambdaClient` sends them on a boto3 Lambda client whose HTTP answer botocore's
+    `before-send` gives (`status`, `code`, `message`), so the SDK builds and classifies the
+    error (`CheckpointError`, retryable or not) exactly as it does in Lambda."""
+
+    def __init__(
+        self,
+        runner: DurableFunctionTestRunner,
+        operation: str,
+        status: int,
+        code: str,
+        message: str,
+        times: int = 1,
+    ) -> None:
+        self.inner = runner._invoker.service_client
+        runner._invoker.service_client = self  # type: ignore[assignment]
+        self.operation, self.left, self.refused = operation, times, 0
+        self.on_refusal: Callable[[], None] = lambda: None
+        body = json.dumps({"Type": "User", "message": message}).encode()
+        headers = {"x-amzn-ErrorType": code, "Content-Type": "application/json"}
+        client = boto3.client(
+            "lambda",
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+            config=Config(retries={"mode": "standard", "total_max_attempts": 1}),
+        )
+        client.meta.events.register(
+            "before-send.lambda.CheckpointDurableExecution",
+            lambda request, **_: AWSResponse(request.url, status, headers, _Body(body)),
+        )
+        self.aws = LambdaClient(client)
+
+    def checkpoint(
+        self,
+        durable_execution_arn: str,
+        checkpoint_token: str,
+        updates: list[OperationUpdate],
+        client_token: str | None,
+    ) -> CheckpointOutput:
+        call = (durable_execution_arn, checkpoint_token, updates, client_token)
+        if self.left > 0 and any(update.name == self.operation for update in updates):
+            self.left -= 1
+            self.refused += 1
+            self.on_refusal()
+            return self.aws.checkpoint(*call)  # raises the SDK's CheckpointError
+        return self.inner.checkpoint(*call)  # type: ignore[no-any-return]
+
+    def get_execution_state(
+        self,
+        durable_execution_arn: str,
+        checkpoint_token: str,
+        next_marker: str,
+        max_items: int = 1000,
+    ) -> StateOutput:
+        return self.inner.get_execution_state(  # type: ignore[no-any-return]
+            durable_execution_arn, checkpoint_token, next_marker, max_items
+        )
+
+
+def record_key(runner: DurableFunctionTestRunner, key: str) -> str:
+    engine = runner._invoker.handler.__wrapped__.idempotency
+    return engine.settings.layout.record_key(engine.settings.namespace, None, key)  # type: ignore[no-any-return]
+
+
+NOT_RETRYABLE = [
+    pytest.param(400, "InvalidParameterValueException", "Operation payload too large", id="400"),
+    pytest.param(403, "AccessDeniedException", "not authorized to checkpoint", id="403"),
+    pytest.param(502, "KMSAccessDeniedException", "the key denied access", id="502-kms"),
+]
+RETRYABLE = [
+    pytest.param(429, "TooManyRequestsException", "Rate exceeded", id="429"),
+    pytest.param(
+        400, "InvalidParameterValueException", "Invalid checkpoint token: stale", id="400-token"
+    ),
+    pytest.param(500, "ServiceException", "internal error", id="500"),
+]
+
+
+@pytest.mark.parametrize(("status", "code", "message"), NOT_RETRYABLE)
+def test_a_checkpoint_aws_refuses_fails_the_execution_and_frees_its_key(
+    store: DynamoDBStore,
+    runner_for: Callable[[Handler], DurableFunctionTestRunner],
+    status: int,
+    code: str,
+    message: str,
+) -> None:
+    """A charges, then AWS refuses the checkpoint of its callback for good (the SDK's rule:
+    a 4xx but throttling or a stale token, or a KMS error): the SDK ends A FAILED with no
+    exception of the handler's own. Its key is released, fenced, so C, the next execution
+    with the key, runs (A's charge is the user's to refund, as after any failure) rather
+    than meet InProgressError for the execution lease (366 days by default); D replays C."""
+    ledger = Ledger()
+    runner = runner_for(checkout(store, ledger))
+    service = RefusedCheckpoints(runner, "shipping", status, code, message)
+    order = {"order_id": "o-10", "amount": 30}
+    failed_arn = start(runner, "a", order)
+    failed = finish(runner, failed_arn)
+    assert failed.status is InvocationStatus.FAILED
+    assert error_type(failed) == "CheckpointError"
+    assert service.refused == 1 and ledger.charges == ["o-10"]
+    record = store.get(record_key(runner, "o-10"))
+    assert record is not None and record.status is Status.RELEASED  # fenced: A's own token
+    assert record.owner == owner_token(failed_arn)
+
+    again = start(runner, "c", order)
+    done = ship(runner, again)
+    assert done.status is InvocationStatus.SUCCEEDED, done.error
+    assert json.loads(done.result or "null")["charge_id"] == "ch_o-10_2"
+    replayed = finish(runner, start(runner, "d", order))
+    assert replayed.result == done.result
+    assert ledger.charges == ["o-10", "o-10"]
+
+
+@pytest.mark.parametrize(("status", "code", "message"), RETRYABLE)
+def test_a_checkpoint_throttled_keeps_the_key_and_the_retried_execution_charges_once(
+    store: DynamoDBStore,
+    runner_for: Callable[[Handler], DurableFunctionTestRunner],
+    status: int,
+    code: str,
+    message: str,
+) -> None:
+    """AWS throttles A's checkpoint twice (or answers a stale token, or a 5xx): the SDK
+    raises for Lambda to invoke A again, so the key stays A's. B, started at each refusal,
+    is refused; A's next invocation replays its charge from its checkpoint, suspends,
+    completes with one charge; C replays A's receipt."""
+    ledger = Ledger()
+    runner = runner_for(checkout(store, ledger))
+    service = RefusedCheckpoints(runner, "shipping", status, code, message, times=2)
+    order = {"order_id": "o-11", "amount": 30}
+    others: list[str] = []
+    service.on_refusal = lambda: others.append(start(runner, f"b{len(others)}", order))
+    arn = start(runner, "a", order)
+    done = ship(runner, arn)
+    assert done.status is InvocationStatus.SUCCEEDED, done.error
+    assert service.refused == 2
+    assert [error_type(finish(runner, other)) for other in others] == ["InProgressError"] * 2
+    assert json.loads(done.result or "null")["charge_id"] == "ch_o-11_1"
+    replayed = finish(runner, start(runner, "c", order))
+    assert replayed.result == done.result
+    assert ledger.charges == ["o-11"]
+    assert ledger.invocations == 4  # two refused, one suspended, one finished
+
+
+def test_a_retake_is_fenced_on_the_tombstone_it_saw(store: DynamoDBStore) -> None:
+    """A durable execution's claim over its own tombstone lands only on that very tombstone:
+    not over another execution's claim, nor over a later release of its own (a delayed copy
+    of the retake cannot lock a key its execution released again), nor another owner's."""
+    pk, mine, other = "retake#k", owner_token("arn:a"), owner_token("arn:b")
+    times = {"payload_hash": None, "lease_until_ms": 2**42, "expiration_s": 2**42 // 1000}
+
+    def claim(owner: str, now: int) -> bool:
+        return store.claim(pk, owner=owner, now_ms=now, **times)[0]  # type: ignore[arg-type]
+
+    def retake(owner: str, released_at: int, now: int) -> bool:
+        return store.retake(pk, owner=owner, released_at_ms=released_at, now_ms=now, **times)[0]  # type: ignore[arg-type]
+
+    assert claim(mine, 1_000) and store.release(pk, owner=mine, now_ms=2_000)
+    assert not retake(other, 2_000, 3_000)  # not another owner's tombstone
+    assert not retake(mine, 1_999, 3_000)  # not a tombstone other than the one seen
+    assert retake(mine, 2_000, 3_000)
+    assert not retake(mine, 2_000, 3_500)  # the key is held again: nothing to retake
+    assert store.release(pk, owner=mine, now_ms=4_000)
+    assert not retake(mine, 2_000, 5_000)  # a delayed copy of the first retake
+    assert claim(other, 6_000)
+    assert not retake(mine, 4_000, 7_000)  # another execution claimed since
+    record = store.get(pk)
+    assert record is not None and record.status is Status.IN_PROGRESS and record.owner == other
+
+
+EVENTS = ("suspend", "release", "resume", "new execution")
+ORDERS = [
+    order
+    for order in itertools.permutations(EVENTS)
+    if order.index("resume") > max(order.index("suspend"), order.index("release"))
+]
+"""Resumed after its suspension, and after the release: released once it has completed, the
+record is no holder's, and `release` makes its key run again (what it is for)."""
+
+
+def settle(runner: DurableFunctionTestRunner, arn: str) -> str:
+    """Wait until the execution has ended (its error's type, or SUCCEEDED) or is suspended
+    on its shipping callback. (Its state is read, not waited for: a wait that times out
+    leaves the runner unable to report the end of the execution later.)"""
+    for _ in range(50):
+        execution = runner._store.load(arn)
+        if execution.is_complete:
+            return error_type(DurableFunctionTestResult.create(execution)) or "SUCCEEDED"
+        try:
+            runner.wait_for_callback(arn, name="shipping", timeout=0.2)  # type: ignore[arg-type]
+            return "suspended"
+        except TimeoutError:
+            pass
+    raise AssertionError("the execution neither ended nor suspended")
+
+
+def release_cli(store: DynamoDBStore, endpoint: str, pk: str, flag: str) -> int:
+    from lambda_idempotency._dev import cli
+
+    where = ("--table", store.table_name, "--endpoint", endpoint, "--pk", pk)
+    return cli.main(["release", *where, "--yes", flag])
+
+
+@pytest.mark.parametrize("flag", ["--force", "--force-durable"])
+@pytest.mark.parametrize("order", ORDERS, ids="-".join)
+def test_a_forced_release_of_a_durable_holder_in_every_order(
+    store: DynamoDBStore,
+    runner_for: Callable[[Handler], DurableFunctionTestRunner],
+    dynamodb_local_endpoint: str,
+    order: tuple[str, ...],
+    flag: str,
+) -> None:
+    """A claims and charges; then suspend, an operator's release, resume and a new execution
+    B with the key happen in every order. `--force` refuses a durable holder (its lease is
+    the execution's whole timeout): one charge in every order. `--force-durable` releases
+    it: A, resuming, takes its key back and completes over the tombstone, its result
+    standing; only a B that starts after the release and before A resumes runs the charge
+    again (and A then fails), as its --help says.
+
+    A release before the suspension runs inside A's first invocation, after its charge. The
+    local runner does not run another execution reliably while one's invocation runs, so a B
+    "before the suspension" starts just after it, before what followed it in the order: the
+    suspension writes nothing to the record, so each claim meets what it would have met."""
+    ledger = Ledger()
+    runner = runner_for(checkout(store, ledger))
+    key = f"o-12{flag}-{'-'.join(order)}"  # the table lives for the session: a key per case
+    pk = record_key(runner, key)
+    released: list[int] = []
+    outcomes: dict[str, str] = {}
+    b = ""
+
+    def release() -> None:
+        released.append(release_cli(store, dynamodb_local_endpoint, pk, flag))
+
+    suspended_at = order.index("suspend")
+    live = list(itertools.takewhile(lambda event: event == "release", order[:suspended_at]))
+    ledger.on_first_charge = lambda: [release() for _ in live]
+    a = start(runner, "a", {"order_id": key})
+    suspended = False
+    for event in order[len(live) :]:
+        if event in ("suspend", "new execution") and not suspended:
+            runner.wait_for_callback(a, name="shipping", timeout=20)
+            suspended = True
+        if event == "release":
+            release()
+        elif event == "resume":
+            outcomes["a"] = error_type(ship(runner, a)) or "SUCCEEDED"
+        elif event == "new execution":
+            b = start(runner, "b", {"order_id": key})
+            outcomes["b"] = settle(runner, b)
+    if outcomes["b"] == "suspended":
+        outcomes["b"] = error_type(ship(runner, b)) or "SUCCEEDED"
+
+    forced = flag == "--force-durable"
+    assert released == [0 if forced else 1]
+    released_at, b_at, a_at = (order.index(e) for e in ("release", "new execution", "resume"))
+    second_run = forced and released_at < b_at < a_at
+    assert ledger.charges == [key] * (2 if second_run else 1)
+    assert outcomes["a"] == ("InProgressError" if second_run else "SUCCEEDED")
+    assert outcomes["b"] == ("SUCCEEDED" if second_run or a_at < b_at else "InProgressError")
+    record = store.get(pk)
+    assert record is not None and record.status is Status.COMPLETED
+    assert record.owner == owner_token(b if second_run else a)

@@ -15,7 +15,7 @@ Operators, on any table (AWS or local):
     inspect  (--pk PK | --key K --namespace NS [--scope S])   one record [--result]
     namespaces [--limit ITEMS]                                the namespaces in the table
     stuck    [--older-than MINUTES] [--namespace NS]          IN_PROGRESS records, paginated
-    release  (--pk PK | --key ...) --yes [--force]            let one key run again (a
+    release  (--pk PK | --key ...) --yes [--force[-durable]]  let one key run again (a
                                                               tombstone, conditional on the
                                                               record shown)
     doctor   [TABLE]                                          the table's set-up, check by
@@ -76,7 +76,8 @@ EXIT_UNREADABLE = 5
 be; never released)."""
 OPERATOR_EXIT_CODES = """exit codes:
   0  done (release without --yes: the record shown, nothing written)
-  1  release refused: the record's lease is live (add --force); nothing written
+  1  release refused: the record's lease is live (add --force; a durable execution's:
+     --force-durable); nothing written
   2  could not run: a bad argument, no such table or record, no credentials or endpoint,
      DynamoDB refused or failed the call
   3  release: the record changed after it was read; nothing written (run it again)
@@ -922,6 +923,21 @@ def _age_and_lease(described: dict[str, Any]) -> str:
     return f"{age}, lease {_duration(left)} left" if left >= 0 else f"{age}, lease lapsed"
 
 
+FORCE_DURABLE_WHY = (
+    "check with `aws lambda get-durable-execution`: stopped, timed out or failed). If it has "
+    "not ended, it takes the key back when it resumes and completes over the tombstone, its "
+    "result standing; but a new execution with the key that starts before it resumes runs "
+    "the handler again, and then the resumed one fails with InProgressError: two effects"
+)
+
+
+def _durable_holder(record: Record) -> bool:
+    """Whether a durable execution holds the record: its owner token is the execution's."""
+    from .._durable import OWNER_PREFIX
+
+    return record.owner is not None and record.owner.startswith(OWNER_PREFIX)
+
+
 def _cmd_release(args: argparse.Namespace) -> int:
     store = _store(args, _operator_config())
     pk = _pk(args, store)
@@ -944,16 +960,26 @@ def _release(store: DynamoDBStore, pk: str, args: argparse.Namespace) -> int:
     if free is not None:
         raise CommandError(f"nothing to release: {free}", status=EXIT_NOTHING_TO_RELEASE)
     live_until = _live_lease_until(record, now)
+    durable = live_until is not None and _durable_holder(record)
     if not args.yes:  # a dry run: it ran, and wrote nothing
         _print_record(describe(record, now))
         force = "" if live_until is None else " and --force (its lease is live)"
+        if durable:
+            force = " and --force-durable (a durable execution holds it: see its --help)"
         print(
             "dry run, nothing written: release writes a RELEASED tombstone over this record, "
             f"so its key runs again: add --yes{force}",
             file=sys.stderr,
         )
         return EXIT_OK
-    if live_until is not None and not args.force:
+    if live_until is not None and durable and not args.force_durable:
+        raise CommandError(
+            f"refused: {pk} is held by a durable execution until {_when(live_until, now)} "
+            "(its whole timeout): it may be suspended, and resume. --force does not release "
+            f"it; --force-durable does, once that execution has ended ({FORCE_DURABLE_WHY})",
+            status=EXIT_REFUSED,
+        )
+    if live_until is not None and not (args.force or durable):
         raise CommandError(
             f"refused: {pk} is IN_PROGRESS and its lease runs until {_when(live_until, now)}: "
             "its holder may still be running. Wait for the lease to end (the next retry then "
@@ -1261,12 +1287,14 @@ def _add_operators(add: Any) -> None:
             "token, lease, expiration and times): a record completed, claimed or released in "
             "between stays, and the command says so (exit 3). A COMPLETED record may be "
             "released: its next call runs the handler again. An IN_PROGRESS record whose lease "
-            "is live (its holder may still be running) is refused without --force. The "
+            "is live (its holder may still be running) is refused without --force, and one a "
+            "durable execution holds without --force-durable. The "
             "tombstone keeps the holder's owner token: a delayed copy of its claim cannot lock "
             "the key again, and a holder that was still running may still complete. Nothing "
             "to release (no record, expired, already released): exit 4. Needs "
             "dynamodb:GetItem and dynamodb:PutItem.",
             88,
+            break_on_hyphens=False,
         ),
         **codes,
     )
@@ -1278,7 +1306,14 @@ def _add_operators(add: Any) -> None:
     release.add_argument(
         "--force",
         action="store_true",
-        help="also over a live lease, whose holder may still be running",
+        help="also over a live lease, whose holder may still be running (not a durable "
+        "execution's: see --force-durable)",
+    )
+    release.add_argument(
+        "--force-durable",
+        action="store_true",
+        help="also over the live lease of a durable execution (owner token d-...), which "
+        "lasts its whole timeout: only once it has ended (" + FORCE_DURABLE_WHY + ")",
     )
     release.set_defaults(run=_cmd_release)
 
