@@ -78,7 +78,7 @@ async def _protected(
     execution = new_execution(pk, None)
     later = _replaying.on_replay_later.set(True)  # copied into the steps' worker threads
     try:
-        store, replay = await _acquire(engine, execution, payload_hash, context, now)
+        store, replay = await _acquire(engine, execution, payload_hash, context)
     finally:
         _execution.reset(_replaying.on_replay_later, later)
     if isinstance(replay, _replaying.Replayed):  # `on_replay` here, on the loop
@@ -110,11 +110,11 @@ async def _protected(
 
 
 async def _acquire(
-    engine: Idempotency, execution: Execution, payload_hash: str | None, context: Any, now: int
+    engine: Idempotency, execution: Execution, payload_hash: str | None, context: Any
 ) -> tuple[DynamoDBStore, Any]:
     """The store and what `_claiming.acquire` returned. Cancelled meanwhile: a claim in
     flight is awaited, and released if it won; a wait between polls just stops."""
-    steps = _claim_steps(engine, execution, payload_hash, context, now)
+    steps = _claim_steps(engine, execution, payload_hash, context)
     clock = engine.settings.clock
     running: _Step | None = None
     try:
@@ -170,10 +170,12 @@ class _Step:
 
 
 def _claim_steps(
-    engine: Idempotency, execution: Execution, payload_hash: str | None, context: Any, now: int
+    engine: Idempotency, execution: Execution, payload_hash: str | None, context: Any
 ) -> Generator[float, None, tuple[DynamoDBStore, Any]]:
     store = engine.settings.store()  # the first call may build a client: off the loop too
-    outcome = yield from _claiming.acquire(engine, store, execution, payload_hash, context, now)
+    # The claim reads the clock in this worker thread, when it sends: however long it
+    # queued for a worker, its lease is the invocation's whole remaining time.
+    outcome = yield from _claiming.acquire(engine, store, execution, payload_hash, context)
     return store, outcome
 
 

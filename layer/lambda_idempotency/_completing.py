@@ -27,6 +27,13 @@ from ._store import DynamoDBStore, StoredForm
 
 COMPLETION_FIRST_BACKOFF_SECONDS = 0.05
 COMPLETION_MAX_BACKOFF_SECONDS = 1.0
+ANSWER_MARGIN_MIN_MS = 250
+ANSWER_MARGIN_MAX_MS = 2000
+"""Completion stops retrying this long (a tenth of the time left, within these bounds)
+before the invocation must answer, so it can still answer."""
+NO_CONTEXT_RETRY_SECONDS = 10.0
+"""Outside Lambda (no context) nothing says when the caller gives up: completion tries for
+this long at most from the end of the work (within the lease's length), less the margin."""
 
 Sleeps = Generator[float, None, None]
 """Steps that yield the seconds to sleep before they go on."""
@@ -89,6 +96,7 @@ def complete(
     clock = engine.settings.clock
     completed_at = clock.now_ms()
     expiration = engine._expiration(completed_at, None)
+    answer_by = retry_until_ms(engine, execution, completed_at)
     form: StoredForm | None = None  # placed once: every attempt sends the same writes
     chunks_written = False
     delay = COMPLETION_FIRST_BACKOFF_SECONDS
@@ -126,7 +134,6 @@ def complete(
         except StoreError as exc:
             maybe_landed = maybe_landed or exc.maybe_applied
             now = clock.now_ms()
-            answer_by = execution.answer_by_ms or now
             if exc.retryable and now + delay * 1000 < answer_by:
                 engine._count("completion_retry", logging.WARNING, pk, step=step, code=exc.code)
                 yield delay * random.uniform(0.5, 1.0)
@@ -146,6 +153,22 @@ def complete(
             completed = True
             break
     settle(engine, execution, completed, encoded, expiration, payload_hash, completed_at)
+
+
+def retry_until_ms(engine: Engine, execution: Execution, completed_at: int) -> int:
+    """When completion stops retrying: the invocation's answer-by time (its Lambda context's
+    deadline less a margin); without a context, NO_CONTEXT_RETRY_SECONDS (or the lease's
+    length, if shorter) from the end of the work, whatever time the work took and however
+    often it extended its lease."""
+    if execution.answer_by_ms is not None:
+        return execution.answer_by_ms
+    window = min(engine._lease_ms(None), int(NO_CONTEXT_RETRY_SECONDS * 1000))
+    return completed_at + window - answer_margin_ms(window)
+
+
+def answer_margin_ms(budget_ms: int) -> int:
+    """A tenth of the time left, within ANSWER_MARGIN_MIN_MS and ANSWER_MARGIN_MAX_MS."""
+    return min(ANSWER_MARGIN_MAX_MS, max(ANSWER_MARGIN_MIN_MS, budget_ms // 10))
 
 
 def settle(

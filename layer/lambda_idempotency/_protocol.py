@@ -77,7 +77,7 @@ class Idempotency(Engine):
         store = self.settings.store()
         execution = new_execution(pk, durable)
         sleep = self.settings.clock.sleep
-        steps = _claiming.acquire(self, store, execution, payload_hash, context, now, durable)
+        steps = _claiming.acquire(self, store, execution, payload_hash, context, durable)
         replay = drive(steps, sleep)
         if replay is not _claiming.CLAIMED:
             return replay  # type: ignore[no-any-return]
