@@ -89,9 +89,12 @@ async def _protected(
     execution._extender = lambda seconds: _claiming.extend_lease(
         engine, store, execution, payload_hash, seconds
     )
+    execution._now = engine.settings.clock.now_ms
     token = _execution.activate(execution)
     try:
         result = await call()
+        if execution._failure is not None:
+            raise execution._failure  # a heartbeat lost the key: complete nothing
     except GeneratorExit:
         # The coroutine is being closed, not awaited (a task destroyed while pending): no
         # await is allowed any more, so the release blocks, rather than lock the key.
