@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 from . import _claiming, _completing, _execution, _observe, _replaying
 from ._clock import Clock, SystemClock
+from ._errors import DeferredResultError
 from ._execution import Execution
 from ._protocol import Idempotency, _disabled, new_execution
 from ._store import DynamoDBStore
@@ -106,7 +107,12 @@ async def _protected(
     finally:
         execution._extender = None
         _execution.deactivate(execution, token)
-    encoded = _completing.encode(engine, execution, result)  # here: as it was returned
+    try:
+        encoded = _completing.encode(engine, execution, result)  # here: as it was returned
+    except DeferredResultError:  # a forgotten `await` inside the result: nothing happened
+        reason = "DeferredResultError"
+        await _to_the_end(_completing.release, engine, store, execution, reason=reason)
+        raise
     finishing = _completing.finish_encoded(engine, store, execution, payload_hash, encoded)
     await _drive_to_the_end(finishing, engine.settings.clock)
     return result

@@ -17,10 +17,10 @@ import random
 from collections.abc import Generator
 from typing import Any
 
-from . import _encoding
+from . import _callables, _encoding
 from ._cache import CachedResult
 from ._engine import Engine
-from ._errors import CompletionConflictError, LeaseLostError, StoreError
+from ._errors import CompletionConflictError, DeferredResultError, LeaseLostError, StoreError
 from ._execution import Execution
 from ._record import Status
 from ._store import DynamoDBStore, StoredForm
@@ -47,18 +47,26 @@ def finish(
     result: Any,
 ) -> Sleeps:
     """The run returned `result`: store it (as the policy says), or release the key."""
-    yield from finish_encoded(
-        engine, store, execution, payload_hash, encode(engine, execution, result)
-    )
+    try:
+        encoded = encode(engine, execution, result)
+    except DeferredResultError:
+        release(engine, store, execution, reason="DeferredResultError")
+        raise
+    yield from finish_encoded(engine, store, execution, payload_hash, encoded)
 
 
 def encode(engine: Engine, execution: Execution, result: Any) -> _encoding.Encoded | None:
     """The result as it will be stored, or None when the `store_result` policy refuses it.
     Where the run returned (a coroutine's loop, not a worker thread): the result is read as
-    it was returned, before other tasks on the loop can change it."""
+    it was returned, before other tasks on the loop can change it. DeferredResultError when
+    the result holds a result still to come (`return {"charge": charge(order)}`, a forgotten
+    `await`): each is closed or cancelled here, and the caller releases the key, fenced, so
+    no key holds a "not stored" marker for an effect that did not happen."""
     if not engine.settings.should_store(result):
         return None
     encoded = _encoding.encode(result)
+    if encoded.deferred:
+        raise _callables.nested_deferred(encoded.deferred, execution.key_hash)
     if encoded.problem is not None:
         # The effect has happened: the key completes all the same, and its retries get
         # a typed error instead of running the handler again.

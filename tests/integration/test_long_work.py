@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import dataclasses
 import json
 import threading
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import boto3
+import pydantic
 import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
@@ -23,9 +25,11 @@ from botocore.exceptions import ReadTimeoutError
 
 from lambda_idempotency import (
     ConfigurationError,
+    DeferredResultError,
     DynamoDBStore,
     InProgressError,
     LeaseLostError,
+    ResultNotSerializableError,
     StoreError,
     current_execution,
     idempotent,
@@ -411,3 +415,125 @@ def test_a_throttled_completion_after_30_s_of_extended_work_is_retried_and_compl
     clock.advance(60)  # past every lease: only a completed key keeps the body from running
     assert export({"id": "w-1"}, None) == "done"
     assert effects == ["exported"]
+
+
+# -- 6. a forgotten `await` inside the result ----------------------------------------------
+
+
+@dataclasses.dataclass
+class Receipt:
+    order: str
+    charge: Any
+
+
+class ReceiptModel(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+    order: str
+    charge: Any
+
+
+NESTINGS: dict[str, Callable[[Any], Any]] = {
+    "in a dict": lambda deferred: {"charge": deferred},
+    "in a list in a dict": lambda deferred: {"charges": [1, deferred]},
+    "in a tuple": lambda deferred: ("o-1", deferred),
+    "in a set": lambda deferred: {"o-1", deferred},
+    "as a dict key": lambda deferred: {deferred: "o-1"},
+    "in a dataclass": lambda deferred: Receipt("o-1", deferred),
+    "in a pydantic model": lambda deferred: ReceiptModel(order="o-1", charge=deferred),
+    "deep down": lambda deferred: {"a": [{"b": ({"c": [deferred]},)}]},
+}
+
+
+async def charge_card(order: str, effects: list[str]) -> str:
+    effects.append(f"charged {order}")
+    return "charged"
+
+
+def charged_items(order: str, effects: list[str]) -> Any:
+    effects.append(f"charged {order}")
+    yield "charged"
+
+
+@pytest.mark.parametrize("deferring", ["a coroutine", "a generator"])
+@pytest.mark.parametrize("nesting", list(NESTINGS))
+def test_a_deferred_object_nested_in_a_result_releases_the_key_and_the_fixed_retry_runs(
+    store: DynamoDBStore, nesting: str, deferring: str
+) -> None:
+    """`return {"charge": charge(order)}` with `charge` a coroutine function: the charge never
+    happened, so the key must not complete with a "not stored" marker (every retry got
+    ResultNotSerializableError for the TTL, even once the code was fixed)."""
+    effects: list[str] = []
+    made: list[Any] = []
+    fixed = threading.Event()
+
+    @idempotent(store=store, key="id", cache_size=0)
+    def checkout(event: dict[str, Any], context: Any) -> Any:
+        effects.append("checkout ran")
+        if fixed.is_set():
+            return {"charge": "charged"}
+        maker = charge_card if deferring == "a coroutine" else charged_items
+        made.append(maker(event["id"], effects))
+        return NESTINGS[nesting](made[-1])
+
+    with pytest.raises(DeferredResultError, match=deferring) as caught:
+        checkout({"id": "o-1"}, None)
+    assert caught.value.key_hash is not None
+    (deferred,) = made
+    closed = deferred.cr_frame if deferring == "a coroutine" else deferred.gi_frame
+    assert closed is None  # closed: it never runs, and never warns it was not awaited
+    assert record_of(store, checkout, "o-1").status is Status.RELEASED
+    fixed.set()
+    assert checkout({"id": "o-1"}, None) == {"charge": "charged"}
+    assert checkout({"id": "o-1"}, None) == {"charge": "charged"}  # replayed
+    assert effects == ["checkout ran", "checkout ran"]  # never "charged o-1" by a dropped one
+
+
+def test_a_forgotten_await_inside_an_async_handlers_result_releases_its_key(
+    store: DynamoDBStore,
+) -> None:
+    """The same from a coroutine: a coroutine and a task nested in the result are closed and
+    cancelled on the loop, the key is released, the fixed retry runs once."""
+    effects: list[str] = []
+    made: list[Any] = []
+    fixed = threading.Event()
+
+    @idempotent(store=store, key="id", cache_size=0)
+    async def checkout(event: dict[str, Any], context: Any) -> Any:
+        effects.append("checkout ran")
+        if fixed.is_set():
+            return {"charge": await charge_card(event["id"], effects)}
+        coroutine = charge_card(event["id"], effects)
+        task = asyncio.ensure_future(asyncio.sleep(60))
+        made.extend([coroutine, task])
+        return {"charge": coroutine, "receipt": [task]}
+
+    async def scenario() -> Any:
+        with pytest.raises(DeferredResultError, match=r"coroutine|awaitable"):
+            await checkout({"id": "o-2"}, None)
+        coroutine, task = made
+        await asyncio.sleep(0)
+        assert coroutine.cr_frame is None and task.cancelled()
+        assert record_of(store, checkout, "o-2").status is Status.RELEASED
+        fixed.set()
+        return [await checkout({"id": "o-2"}, None), await checkout({"id": "o-2"}, None)]
+
+    assert asyncio.run(scenario()) == [{"charge": "charged"}] * 2
+    assert effects == ["checkout ran", "checkout ran", "charged o-2"]
+
+
+def test_a_result_that_cannot_be_stored_without_anything_deferred_still_completes(
+    store: DynamoDBStore,
+) -> None:
+    """The look for deferred objects changes nothing else: an object JSON has no word for
+    completes the key "not stored", and retries get ResultNotSerializableError."""
+    effects: list[str] = []
+
+    @idempotent(store=store, key="id", cache_size=0)
+    def checkout(event: dict[str, Any], context: Any) -> Any:
+        effects.append("ran")
+        return {"charge": object(), "items": [Receipt("o-3", threading.Lock())]}
+
+    checkout({"id": "o-3"}, None)
+    with pytest.raises(ResultNotSerializableError):
+        checkout({"id": "o-3"}, None)
+    assert effects == ["ran"]
