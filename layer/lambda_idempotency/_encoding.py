@@ -83,8 +83,11 @@ lose the type, so a replay would be something else."""
 
 def _jsonable(value: Any) -> Any:
     """What the conversions the return annotation undoes store for a value (see
-    `rehydrate`); TypeError for a value with none."""
+    `rehydrate`); TypeError for a value with none, and for a result still to come (an
+    awaitable dataclass, a model holding a generator), which `encode` then finds."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if deferred_kind(type(value)) is not None:
+            raise TypeError(f"{type(value).__qualname__} is a result still to come")
         return dataclasses.asdict(value)
     model_dump = getattr(value, "model_dump", None)
     if model_dump is not None and callable(model_dump) and not isinstance(value, type):
@@ -488,9 +491,7 @@ def _converted(value: Any) -> Any:
     """A value of no exact JSON type, as the conversions the annotation undoes store it; or
     _NotStorableError. Never lets the value's own code (a model's serializer, a repr, a
     dataclass field's deepcopy) raise out: the key must be completed. A result still to
-    come is never converted (an awaitable dataclass): `encode` finds it and stores nothing."""
-    if deferred_kind(type(value)) is not None:
-        raise _NotStorableError(type(value).__qualname__)
+    come is never converted (see `_jsonable`): `encode` finds it and stores nothing."""
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, _SUBCLASSED):
