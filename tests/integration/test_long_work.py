@@ -57,12 +57,15 @@ def test_an_async_claim_queued_behind_the_handlers_blocking_work_leases_its_whol
     caller at 10.5 s must find the key held (it lapsed at 8 s + 2 s before the fix)."""
     effects: list[str] = []
     refused: list[InProgressError] = []
+    leases: list[tuple[int, int, int]] = []
 
     @idempotent(store=store, key="id", payload="id", clock=clock, cache_size=0)
     async def charge(event: dict[str, Any], context: Any) -> str:
         if event.get("duplicate"):
             effects.append("duplicate charged")
             return "duplicate"
+        claimed = record_of(store, charge, "c-1")  # the whole invocation: no less, no more
+        leases.append((claimed.claimed_at, claimed.lease_until, context.deadline_ms))
         clock.advance(6.5)  # the body runs on: 10.5 s after the invocation began
         try:
             await charge({"id": "c-1", "duplicate": True}, FakeContext(60_000, clock=clock))
@@ -76,19 +79,19 @@ def test_an_async_claim_queued_behind_the_handlers_blocking_work_leases_its_whol
         loop.set_default_executor(ThreadPoolExecutor(4))
         gate = threading.Event()
         busy = [loop.run_in_executor(None, gate.wait) for _ in range(4)]
-        began = clock.now_ms()
         call = asyncio.ensure_future(charge({"id": "c-1"}, FakeContext(12_000, clock=clock)))
         await asyncio.sleep(0.05)  # the call started, read the clock, and its claim queued
         clock.advance(4)  # the handler's blocking work holds every worker for 4 s
         gate.set()
         await asyncio.gather(*busy)
         result = await call
-        assert record_of(store, charge, "c-1").claimed_at == began + 4000
         return result
 
     assert asyncio.run(main()) == "charged"
     assert effects == ["charged"]
     assert len(refused) == 1
+    ((claimed_at, lease_until, deadline),) = leases
+    assert lease_until == deadline and claimed_at == deadline - 8000  # sent 4 s late
     assert record_of(store, charge, "c-1").status is Status.COMPLETED
 
 
@@ -104,6 +107,7 @@ def test_a_claim_sent_after_a_slow_client_build_leases_from_when_it_is_sent(
     left) still runs from the claim as sent: a caller 10.5 s into the body is refused."""
     effects: list[str] = []
     refused: list[InProgressError] = []
+    leases: list[tuple[int, int]] = []
 
     def slow_client(endpoint_url: Any, region_name: Any) -> Any:
         clock.advance(4)
@@ -118,6 +122,8 @@ def test_a_claim_sent_after_a_slow_client_build_leases_from_when_it_is_sent(
         if event.get("duplicate"):
             effects.append("duplicate charged")
             return "duplicate"
+        claimed = record_of(cold, charge, "c-1")
+        leases.append((claimed.claimed_at, claimed.lease_until))
         clock.advance(10.5)  # within the lease from the claim, plus the 2 s allowance
         try:
             charge({"id": "c-1", "duplicate": True}, FakeContext(60_000, clock=clock))
@@ -127,9 +133,12 @@ def test_a_claim_sent_after_a_slow_client_build_leases_from_when_it_is_sent(
         return "charged"
 
     context = FakeContext(16_000, clock=clock) if with_context else None
+    began = clock.now_ms()
     assert charge({"id": "c-1"}, context) == "charged"
     assert effects == ["charged"]
     assert len(refused) == 1
+    # claimed when sent, 4 s in; leased to the invocation's deadline, or 12 s from the claim
+    assert leases == [(began + 4000, began + 16_000)]
 
 
 # -- 4. lease extensions the lease can honour; a heartbeat never stops silently -------------
