@@ -360,9 +360,12 @@ def test_a_heartbeat_killed_any_way_ends_the_call_with_an_error_and_completes_no
         if event.get("takeover"):
             effects.append("takeover exported")
             return "theirs"
+        if kill != "its thread killed":
+            fault(store.client, hit, gate)  # armed before the first beat can land
         try:
             with current_execution().heartbeat(every=every, extend_by=30):
-                fault(store.client, hit, gate)
+                if kill == "its thread killed":
+                    fault(store.client, hit, gate)
                 assert hit.wait(10)
                 clock.advance(15)  # past the lease and the allowance: held only by beats
                 # refused if a beat landed after all (its answer lost): the key was held
@@ -383,6 +386,38 @@ def test_a_heartbeat_killed_any_way_ends_the_call_with_an_error_and_completes_no
     assert effects.count("takeover exported") == 1
     assert export({"id": "k-1", "takeover": True}, None) == "theirs"
     assert effects.count("takeover exported") == 1
+
+
+def test_a_coroutines_heartbeat_refused_ends_its_call_with_the_error_even_if_caught(
+    store: DynamoDBStore, clock: FakeClock
+) -> None:
+    """The async path: beats DynamoDB refuses, a coroutine that catches the error and
+    returns; the call still ends with the StoreError, and its result is never stored."""
+    store = one_attempt(store)
+    effects: list[str] = []
+    caught: list[BaseException] = []
+    hit, gate = threading.Event(), threading.Event()
+    _kill_by_refused_write(store.client, hit, gate)
+
+    @idempotent(store=store, key="id", payload=None, lease_seconds=10, clock=clock, cache_size=0)
+    async def export(event: dict[str, Any], context: Any) -> str:
+        effects.append("exported")
+        try:
+            with current_execution().heartbeat(every=0.05, extend_by=30):
+                while not hit.is_set():
+                    await asyncio.sleep(0.01)
+        except StoreError as exc:
+            caught.append(exc)
+        return "ours"
+
+    async def scenario() -> None:
+        with pytest.raises(StoreError):
+            await export({"id": "a-1"}, None)
+
+    asyncio.run(scenario())
+    assert len(caught) == 1
+    assert record_of(store, export, "a-1").status is Status.RELEASED
+    assert effects == ["exported"]
 
 
 # -- 5. the completion's retry window follows the work ------------------------------------
