@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 from . import _claiming, _completing, _execution, _observe, _replaying
 from ._clock import Clock, SystemClock
+from ._errors import DeferredResultError
 from ._execution import Execution
 from ._protocol import Idempotency, _disabled, new_execution
 from ._store import DynamoDBStore
@@ -78,7 +79,7 @@ async def _protected(
     execution = new_execution(pk, None)
     later = _replaying.on_replay_later.set(True)  # copied into the steps' worker threads
     try:
-        store, replay = await _acquire(engine, execution, payload_hash, context, now)
+        store, replay = await _acquire(engine, execution, payload_hash, context)
     finally:
         _execution.reset(_replaying.on_replay_later, later)
     if isinstance(replay, _replaying.Replayed):  # `on_replay` here, on the loop
@@ -89,9 +90,12 @@ async def _protected(
     execution._extender = lambda seconds: _claiming.extend_lease(
         engine, store, execution, payload_hash, seconds
     )
+    execution._now = engine.settings.clock.now_ms
     token = _execution.activate(execution)
     try:
         result = await call()
+        if execution._failure is not None:
+            raise execution._failure  # a heartbeat lost the key: complete nothing
     except GeneratorExit:
         # The coroutine is being closed, not awaited (a task destroyed while pending): no
         # await is allowed any more, so the release blocks, rather than lock the key.
@@ -103,18 +107,23 @@ async def _protected(
     finally:
         execution._extender = None
         _execution.deactivate(execution, token)
-    encoded = _completing.encode(engine, execution, result)  # here: as it was returned
+    try:
+        encoded = _completing.encode(engine, execution, result)  # here: as it was returned
+    except DeferredResultError:  # a forgotten `await` inside the result: nothing happened
+        reason = "DeferredResultError"
+        await _to_the_end(_completing.release, engine, store, execution, reason=reason)
+        raise
     finishing = _completing.finish_encoded(engine, store, execution, payload_hash, encoded)
     await _drive_to_the_end(finishing, engine.settings.clock)
     return result
 
 
 async def _acquire(
-    engine: Idempotency, execution: Execution, payload_hash: str | None, context: Any, now: int
+    engine: Idempotency, execution: Execution, payload_hash: str | None, context: Any
 ) -> tuple[DynamoDBStore, Any]:
     """The store and what `_claiming.acquire` returned. Cancelled meanwhile: a claim in
     flight is awaited, and released if it won; a wait between polls just stops."""
-    steps = _claim_steps(engine, execution, payload_hash, context, now)
+    steps = _claim_steps(engine, execution, payload_hash, context)
     clock = engine.settings.clock
     running: _Step | None = None
     try:
@@ -170,10 +179,12 @@ class _Step:
 
 
 def _claim_steps(
-    engine: Idempotency, execution: Execution, payload_hash: str | None, context: Any, now: int
+    engine: Idempotency, execution: Execution, payload_hash: str | None, context: Any
 ) -> Generator[float, None, tuple[DynamoDBStore, Any]]:
     store = engine.settings.store()  # the first call may build a client: off the loop too
-    outcome = yield from _claiming.acquire(engine, store, execution, payload_hash, context, now)
+    # The claim reads the clock in this worker thread, when it sends: however long it
+    # queued for a worker, its lease is the invocation's whole remaining time.
+    outcome = yield from _claiming.acquire(engine, store, execution, payload_hash, context)
     return store, outcome
 
 

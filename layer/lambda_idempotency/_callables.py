@@ -29,10 +29,11 @@ import functools
 import inspect
 import sys
 from collections.abc import Callable
-from types import AsyncGeneratorType, CodeType, CoroutineType, GeneratorType
+from types import CodeType
 from typing import Any, TypeVar
 
 from . import _execution
+from ._encoding import deferred_kind
 from ._errors import ConfigurationError, DeferredResultError, NoActiveExecutionError
 
 R = TypeVar("R")
@@ -151,43 +152,19 @@ def _deferred(function: Any, result: Any, what: str) -> DeferredResultError:
     )
 
 
-KINDS_KEPT = 256
-_kinds: dict[type[Any], str | None] = {}
-
-
-def deferred_kind(cls: type[Any]) -> str | None:
-    """What a result of type `cls` is, when it is a result still to come. Each test is on
-    the type alone, so the answer is kept per type (a few hundred at most): a dataclass
-    result costs one look-up."""
-    kind = _kinds.get(cls, "")  # "" is no kind: not yet asked (a get: threads may clear)
-    if kind != "":
-        return kind
-    if len(_kinds) >= KINDS_KEPT:
-        _kinds.clear()
-    kind = _kinds[cls] = _kind_of(cls)
-    return kind
-
-
-def _kind_of(cls: type[Any]) -> str | None:
-    if issubclass(cls, CoroutineType):
-        return "a coroutine"
-    if issubclass(cls, GeneratorType):
-        return "a generator"
-    if issubclass(cls, AsyncGeneratorType):
-        return "an async generator"
-    if hasattr(cls, "__await__"):  # asyncio futures and tasks, and any other awaitable
-        return "an awaitable"
-    futures = sys.modules.get("concurrent.futures")  # not imported: no type can be one
-    if futures is not None and issubclass(cls, futures.Future):
-        return "a future"
-    generator_context = getattr(contextlib, "_GeneratorContextManagerBase", None)
-    if generator_context is not None and issubclass(cls, generator_context):
-        return "a context manager"
-    if hasattr(cls, "__anext__"):
-        return "an async iterator"
-    if hasattr(cls, "__next__"):
-        return "an iterator"
-    return None
+def nested_deferred(found: tuple[Any, ...], key_hash: str | None) -> DeferredResultError:
+    """DeferredResultError for results still to come found inside a result (a forgotten
+    `await`: `return {"charge": charge(order)}`); each is stopped first, as a top-level one
+    is, so none runs once the key is free."""
+    fates = [_stop(value) for value in found]
+    what = deferred_kind(type(found[0])) or "a result still to come"
+    return DeferredResultError(
+        f"the result holds {what} ({type(found[0]).__qualname__}"
+        f"{f' and {len(found) - 1} more' if len(found) > 1 else ''}), whose result is not "
+        f"known when the call returns: nothing was stored and the key was released, as when "
+        f"a function raises; the {what.split(' ', 1)[1]} {fates[0]}. {RESULT_ADVICE}",
+        key_hash=key_hash,
+    )
 
 
 def _stop(result: Any) -> str:

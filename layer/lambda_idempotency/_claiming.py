@@ -27,11 +27,6 @@ from ._store import DynamoDBStore
 if TYPE_CHECKING:
     from ._durable import DurableRun
 
-ANSWER_MARGIN_MIN_MS = 250
-ANSWER_MARGIN_MAX_MS = 2000
-"""Completion stops retrying this long (a tenth of the time left, within these bounds)
-before the invocation must answer, so it can still answer."""
-NO_CONTEXT_RETRY_SECONDS = 10.0
 MAX_REFUSALS_UNSEEN = 3
 """Claims refused by a record that then cannot be read (an endpoint that ignores
 ReturnValuesOnConditionCheckFailure, a record deleted in between again and again)."""
@@ -46,21 +41,15 @@ def acquire(
     execution: Execution,
     payload_hash: str | None,
     context: Any,
-    now: int,
     durable: DurableRun | None = None,
 ) -> Generator[float, None, Any]:
     """Claim the key: CLAIMED when the handler may run, else the replayed result (or
     InProgressError / PayloadMismatchError / StoreError)."""
-    clock, pk = engine.settings.clock, execution.key_hash or ""
+    pk = execution.key_hash or ""
     deadline: int | None = None  # set when waiting starts: most calls never wait
     unseen = 0
     while True:
-        lease_ms = engine._lease_ms(context)
-        execution.lease_until_ms = now + lease_ms
-        if durable is not None:
-            execution.lease_until_ms = durable.lease_until_ms(now, engine.settings.lease_seconds)
-        execution.answer_by_ms = now + answer_budget_ms(context, lease_ms)
-        won, held = claim(engine, store, execution, payload_hash, now)
+        won, held, now = claim(engine, store, execution, payload_hash, context, durable)
         if not won and durable is not None and held is not None and _own_tombstone(held, execution):
             won, held = retake(engine, store, execution, payload_hash, now, held)
         if won:
@@ -76,7 +65,6 @@ def acquire(
                     code=UNSEEN,
                     retryable=True,
                 )
-            now = clock.now_ms()
             continue
         engine._check_payload(pk, held.payload_hash, payload_hash)
         if held.status is Status.COMPLETED:
@@ -89,13 +77,34 @@ def acquire(
         completed = yield from wait(engine, store, held, payload_hash, deadline)
         if completed is not None:
             return _replaying.replay(engine, store, completed)
-        now = clock.now_ms()  # the holder is gone or its lease lapsed: claim again
+        # the holder is gone or its lease lapsed: claim again
 
 
 def claim(
-    engine: Engine, store: DynamoDBStore, execution: Execution, payload_hash: str | None, now: int
-) -> tuple[bool, Record | None]:
-    pk, lease_until = execution.key_hash or "", execution.lease_until_ms or now
+    engine: Engine,
+    store: DynamoDBStore,
+    execution: Execution,
+    payload_hash: str | None,
+    context: Any,
+    durable: DurableRun | None = None,
+) -> tuple[bool, Record | None, int]:
+    """One claim: (won, the record that holds the key when refused, the claim's `now`).
+
+    Every deadline of the claim (`claimed_at`, `lease_until`, the answer-by time, the TTL)
+    comes from one clock read and one read of the invocation's remaining time, taken
+    together when the request is built to be sent: after the client exists (building it
+    is a wait on a cold start) and in the thread that sends it (an async claim may queue
+    for a worker for any time). A lease read before such a wait would end early by as
+    long as it lasted, and a second caller could take the key over from a live holder."""
+    pk = execution.key_hash or ""
+    store._caller()  # the client (and its wire path) built before the clock is read
+    now = engine.settings.clock.now_ms()
+    lease_ms = engine._lease_ms(context)
+    lease_until = now + lease_ms
+    if durable is not None:
+        lease_until = durable.lease_until_ms(now, engine.settings.lease_seconds)
+    execution.lease_until_ms = lease_until
+    execution.answer_by_ms = answer_by_ms(context, now)
     try:
         won, other = store.claim(
             pk,
@@ -126,12 +135,12 @@ def claim(
             execution.claimed_at_ms = other.claimed_at
             execution.lease_until_ms = other.lease_until
             engine._count("resumed", logging.DEBUG, pk)
-            return True, None
+            return True, None, now
         won, other = True, None
     if won:
         execution.claimed_at_ms = now
         _log_claim(engine, pk, other, now)
-    return won, other
+    return won, other, now
 
 
 def _own_tombstone(held: Record, execution: Execution) -> bool:
@@ -302,12 +311,12 @@ def _log_claim(engine: Engine, pk: str, replaced: Record | None, now_ms: int) ->
         engine._count("claimed", logging.DEBUG, pk)
 
 
-def answer_budget_ms(context: Any, lease_ms: int) -> int:
-    """How long from now completion may keep trying: the invocation's remaining time less a
-    margin to answer in. Outside Lambda (no context) nothing says when the caller gives up:
-    try for NO_CONTEXT_RETRY_SECONDS at most, within the lease."""
+def answer_by_ms(context: Any, now_ms: int) -> int | None:
+    """When completion stops retrying, for an invocation with a Lambda context: its
+    deadline (`now_ms` and the remaining time read together) less a margin to answer in.
+    None without a context: the completion's window then runs from the end of the work
+    (`_completing.complete`), whatever the lease and its extensions did."""
     remaining = remaining_ms(context)
-    budget = (
-        remaining if remaining is not None else min(lease_ms, int(NO_CONTEXT_RETRY_SECONDS * 1000))
-    )
-    return budget - min(ANSWER_MARGIN_MAX_MS, max(ANSWER_MARGIN_MIN_MS, budget // 10))
+    if remaining is None:
+        return None
+    return now_ms + remaining - _completing.answer_margin_ms(remaining)

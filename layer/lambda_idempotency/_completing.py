@@ -17,16 +17,23 @@ import random
 from collections.abc import Generator
 from typing import Any
 
-from . import _encoding
+from . import _callables, _encoding
 from ._cache import CachedResult
 from ._engine import Engine
-from ._errors import CompletionConflictError, LeaseLostError, StoreError
+from ._errors import CompletionConflictError, DeferredResultError, LeaseLostError, StoreError
 from ._execution import Execution
 from ._record import Status
 from ._store import DynamoDBStore, StoredForm
 
 COMPLETION_FIRST_BACKOFF_SECONDS = 0.05
 COMPLETION_MAX_BACKOFF_SECONDS = 1.0
+ANSWER_MARGIN_MIN_MS = 250
+ANSWER_MARGIN_MAX_MS = 2000
+"""Completion stops retrying this long (a tenth of the time left, within these bounds)
+before the invocation must answer, so it can still answer."""
+NO_CONTEXT_RETRY_SECONDS = 10.0
+"""Outside Lambda (no context) nothing says when the caller gives up: completion tries for
+this long at most from the end of the work (within the lease's length), less the margin."""
 
 Sleeps = Generator[float, None, None]
 """Steps that yield the seconds to sleep before they go on."""
@@ -40,18 +47,26 @@ def finish(
     result: Any,
 ) -> Sleeps:
     """The run returned `result`: store it (as the policy says), or release the key."""
-    yield from finish_encoded(
-        engine, store, execution, payload_hash, encode(engine, execution, result)
-    )
+    try:
+        encoded = encode(engine, execution, result)
+    except DeferredResultError:
+        release(engine, store, execution, reason="DeferredResultError")
+        raise
+    yield from finish_encoded(engine, store, execution, payload_hash, encoded)
 
 
 def encode(engine: Engine, execution: Execution, result: Any) -> _encoding.Encoded | None:
     """The result as it will be stored, or None when the `store_result` policy refuses it.
     Where the run returned (a coroutine's loop, not a worker thread): the result is read as
-    it was returned, before other tasks on the loop can change it."""
+    it was returned, before other tasks on the loop can change it. DeferredResultError when
+    the result holds a result still to come (`return {"charge": charge(order)}`, a forgotten
+    `await`): each is closed or cancelled here, and the caller releases the key, fenced, so
+    no key holds a "not stored" marker for an effect that did not happen."""
     if not engine.settings.should_store(result):
         return None
     encoded = _encoding.encode(result)
+    if encoded.deferred:
+        raise _callables.nested_deferred(encoded.deferred, execution.key_hash)
     if encoded.problem is not None:
         # The effect has happened: the key completes all the same, and its retries get
         # a typed error instead of running the handler again.
@@ -89,6 +104,7 @@ def complete(
     clock = engine.settings.clock
     completed_at = clock.now_ms()
     expiration = engine._expiration(completed_at, None)
+    answer_by = retry_until_ms(engine, execution, completed_at)
     form: StoredForm | None = None  # placed once: every attempt sends the same writes
     chunks_written = False
     delay = COMPLETION_FIRST_BACKOFF_SECONDS
@@ -126,7 +142,6 @@ def complete(
         except StoreError as exc:
             maybe_landed = maybe_landed or exc.maybe_applied
             now = clock.now_ms()
-            answer_by = execution.answer_by_ms or now
             if exc.retryable and now + delay * 1000 < answer_by:
                 engine._count("completion_retry", logging.WARNING, pk, step=step, code=exc.code)
                 yield delay * random.uniform(0.5, 1.0)
@@ -146,6 +161,22 @@ def complete(
             completed = True
             break
     settle(engine, execution, completed, encoded, expiration, payload_hash, completed_at)
+
+
+def retry_until_ms(engine: Engine, execution: Execution, completed_at: int) -> int:
+    """When completion stops retrying: the invocation's answer-by time (its Lambda context's
+    deadline less a margin); without a context, NO_CONTEXT_RETRY_SECONDS (or the lease's
+    length, if shorter) from the end of the work, whatever time the work took and however
+    often it extended its lease."""
+    if execution.answer_by_ms is not None:
+        return execution.answer_by_ms
+    window = min(engine._lease_ms(None), int(NO_CONTEXT_RETRY_SECONDS * 1000))
+    return completed_at + window - answer_margin_ms(window)
+
+
+def answer_margin_ms(budget_ms: int) -> int:
+    """A tenth of the time left, within ANSWER_MARGIN_MIN_MS and ANSWER_MARGIN_MAX_MS."""
+    return min(ANSWER_MARGIN_MAX_MS, max(ANSWER_MARGIN_MIN_MS, budget_ms // 10))
 
 
 def settle(

@@ -28,6 +28,7 @@ value, the "not stored" error its retries get, or a StoreError `StoredResultUnre
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import datetime
 import decimal
@@ -38,6 +39,7 @@ import types
 import typing
 import zlib
 from collections.abc import Callable
+from types import AsyncGeneratorType, CoroutineType, GeneratorType
 from typing import Any
 
 from ._errors import (
@@ -81,11 +83,16 @@ lose the type, so a replay would be something else."""
 
 def _jsonable(value: Any) -> Any:
     """What the conversions the return annotation undoes store for a value (see
-    `rehydrate`); TypeError for a value with none."""
+    `rehydrate`); TypeError for a value with none, and for a result still to come (an
+    awaitable dataclass, a model holding a generator), which `encode` then finds."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if deferred_kind(type(value)) is not None:
+            raise TypeError(f"{type(value).__qualname__} is a result still to come")
         return dataclasses.asdict(value)
     model_dump = getattr(value, "model_dump", None)
     if model_dump is not None and callable(model_dump) and not isinstance(value, type):
+        if deferred_in(value):  # pydantic would drain a generator or iterator into a list
+            raise TypeError(f"{type(value).__qualname__} holds a result still to come")
         return model_dump(mode="json")
     if isinstance(value, datetime.datetime | datetime.date | datetime.time):
         return value.isoformat()
@@ -111,11 +118,15 @@ class Encoded(Value):
     document: bytes | None
     typed: bool
     problem: str | None = None
+    deferred: tuple[Any, ...] = ()
+    """Results still to come inside the result (a coroutine, a generator, a future...): a
+    forgotten `await`. The effect they stand for has not happened: nothing is stored."""
 
 
 def encode(result: Any) -> Encoded:
     """The stored form of a handler's result. Never raises: the handler has run, its effect
-    has happened, and the key must be completed whatever it returned."""
+    has happened, and the key must be completed whatever it returned; unless the result
+    holds a result still to come (`deferred`), whose effect has not happened."""
     document = _plain_document(result)
     typed = False
     if document is None:
@@ -125,11 +136,11 @@ def encode(result: Any) -> Encoded:
             typed = tagger.tagged
             document = _ASCII_ENCODER.encode(data).encode() if typed else _json_bytes(data)
         except _NotStorableError as exc:
-            return _not_stored("not_serializable", exc.type_name)
+            return _not_stored("not_serializable", exc.type_name, result)
         except RecursionError:
-            return _not_stored("not_serializable", "nesting too deep")
+            return _not_stored("not_serializable", "nesting too deep", result)
         except (ValueError, OverflowError) as exc:  # an interpreter with a lower digit limit
-            return _not_stored("not_serializable", type(exc).__name__)
+            return _not_stored("not_serializable", type(exc).__name__, result)
     blob = pack(document)
     if len(blob) > MAX_STORED_BYTES:
         return _not_stored("too_large", f"{len(blob)} bytes stored")
@@ -183,8 +194,80 @@ def _plain(value: Any) -> bool:
     return kind in _PLAIN_SCALARS
 
 
-def _not_stored(reason: str, detail: str) -> Encoded:
+def _not_stored(reason: str, detail: str, result: Any = None) -> Encoded:
+    """A "not stored" marker; or, when the result holds results still to come (found only
+    here, on the way to a marker: a plain result never pays for the look), no marker."""
+    deferred = deferred_in(result)
+    if deferred:
+        return Encoded(b"", None, False, "deferred", deferred)
     return Encoded(not_stored_marker(reason, detail), None, False, f"{reason}: {detail}")
+
+
+def deferred_in(result: Any) -> tuple[Any, ...]:
+    """Every result still to come inside `result`, wherever the encoder looks: dict keys and
+    values, lists, tuples, sets, dataclass fields, pydantic model fields. Iterative, and each
+    container seen once (a cycle, a value shared)."""
+    found: list[Any] = []
+    seen: set[int] = set()
+    stack = [result]
+    while stack:
+        value = stack.pop()
+        kind = type(value)
+        if kind in _PLAIN_SCALARS or kind is bytes or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if deferred_kind(kind) is not None:
+            found.append(value)
+        elif isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple | set | frozenset):
+            stack.extend(value)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            stack.extend(getattr(value, field.name, None) for field in dataclasses.fields(value))
+        elif isinstance(getattr(kind, "model_fields", None), dict):  # a pydantic model
+            with contextlib.suppress(Exception):  # a model's own code: never raise out
+                stack.extend(getattr(value, name, None) for name in kind.model_fields)
+    return tuple(found)
+
+
+KINDS_KEPT = 256
+_kinds: dict[type[Any], str | None] = {}
+
+
+def deferred_kind(cls: type[Any]) -> str | None:
+    """What a result of type `cls` is, when it is a result still to come. Each test is on
+    the type alone, so the answer is kept per type (a few hundred at most): a dataclass
+    result costs one look-up."""
+    kind = _kinds.get(cls, "")  # "" is no kind: not yet asked (a get: threads may clear)
+    if kind != "":
+        return kind
+    if len(_kinds) >= KINDS_KEPT:
+        _kinds.clear()
+    kind = _kinds[cls] = _kind_of(cls)
+    return kind
+
+
+def _kind_of(cls: type[Any]) -> str | None:
+    if issubclass(cls, CoroutineType):
+        return "a coroutine"
+    if issubclass(cls, GeneratorType):
+        return "a generator"
+    if issubclass(cls, AsyncGeneratorType):
+        return "an async generator"
+    if hasattr(cls, "__await__"):  # asyncio futures and tasks, and any other awaitable
+        return "an awaitable"
+    futures = sys.modules.get("concurrent.futures")  # not imported: no type can be one
+    if futures is not None and issubclass(cls, futures.Future):
+        return "a future"
+    generator_context = getattr(contextlib, "_GeneratorContextManagerBase", None)
+    if generator_context is not None and issubclass(cls, generator_context):
+        return "a context manager"
+    if hasattr(cls, "__anext__"):
+        return "an async iterator"
+    if hasattr(cls, "__next__"):
+        return "an iterator"
+    return None
 
 
 def not_stored_marker(reason: str, detail: str) -> bytes:
@@ -407,7 +490,8 @@ def _key_value(stored: Any) -> Any:
 def _converted(value: Any) -> Any:
     """A value of no exact JSON type, as the conversions the annotation undoes store it; or
     _NotStorableError. Never lets the value's own code (a model's serializer, a repr, a
-    dataclass field's deepcopy) raise out: the key must be completed."""
+    dataclass field's deepcopy) raise out: the key must be completed. A result still to
+    come is never converted (see `_jsonable`): `encode` finds it and stores nothing."""
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, _SUBCLASSED):

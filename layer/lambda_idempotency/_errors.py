@@ -16,8 +16,8 @@
         ├── ResultNotSerializableError   the first run returned something we cannot store:
         │                                its retries get this instead of running again
         ├── ResultTooLargeError          the same, for a result past what the store can hold
-        ├── DeferredResultError          the call returned a coroutine, generator, future...:
-        │                                its key was released, nothing stored
+        ├── DeferredResultError          the call returned a coroutine, generator, future...
+        │                                (or a result holding one): key released, nothing stored
         ├── NoActiveExecutionError       current_execution() outside a decorated call
         ├── ScopeMissingError            an explicit scope selected nothing (nothing ran)
         ├── NotAnHttpEventError          idempotent_http got an event that is no HTTP request
@@ -187,7 +187,8 @@ class ResultTooLargeError(MisuseError):
 
 class DeferredResultError(MisuseError, TypeError):
     """The protected call returned a result still to come (a coroutine, a generator, an
-    awaitable, a future, an iterator) rather than its result. Nothing was stored and the
+    awaitable, a future, an iterator) rather than its result, or a result holding one
+    anywhere inside (a forgotten `await`). Nothing was stored and the
     key was released, as when a function raises: what it did before returning runs again
     on a retry, and what it deferred was closed or cancelled where it could be."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -14,6 +15,13 @@ from ._errors import ConfigurationError, LeaseLostError, NoActiveExecutionError,
 _TRANSACT_ACTIONS = frozenset({"Put", "Update", "Delete", "ConditionCheck"})
 MAX_ENLISTED_WRITES = 99
 """DynamoDB transactions hold 100 items; the idempotency record takes one."""
+MAX_EXTENSION_SECONDS = 31_622_400
+"""The longest `extend_lease` (and a heartbeat's `extend_by`) takes: 366 days, the longest
+any Lambda execution lives (a durable execution's longest timeout, the longest lease the
+library writes itself). A longer lease could only outlive its holder: a crash would lock the
+key past any run that could ever complete it."""
+MIN_BEAT_SECONDS = 0.05
+"""The shortest heartbeat period: each beat is a write (a WCU); faster is a write loop."""
 
 
 class Execution:
@@ -28,6 +36,8 @@ class Execution:
     __slots__ = (
         "_closed",
         "_extender",
+        "_failure",
+        "_now",
         "answer_by_ms",
         "claimed_at_ms",
         "key_hash",
@@ -47,6 +57,11 @@ class Execution:
         """Set by the engine while it holds the key: writes a longer lease, fenced."""
         self._closed = False
         """Set by the engine when the call has returned (or raised): writes are taken."""
+        self._now: Callable[[], int] | None = None
+        """The engine's clock, set with `_extender`: a heartbeat checks its lease with it."""
+        self._failure: BaseException | None = None
+        """Why a heartbeat stopped holding the key: the engine raises it when the call
+        returns, so a call whose key may have been taken over completes nothing."""
 
     def __repr__(self) -> str:
         return f"Execution(key_hash={self.key_hash!r}, writes={len(self.writes)})"
@@ -91,8 +106,7 @@ class Execution:
         Returns the new lease end (epoch ms); never shortens the lease. Raises LeaseLostError
         when our lease lapsed and another caller took the key over: stop, the work is theirs
         now. Does nothing (None) when the call runs without a key (disabled, no key)."""
-        if not seconds > 0:
-            raise ConfigurationError(f"extend_lease takes a positive duration, not {seconds!r}")
+        _check_seconds("extend_lease", "seconds", seconds, 0.0)
         if self._extender is None:
             return None
         return self._extender(seconds)
@@ -100,22 +114,33 @@ class Execution:
     @contextmanager
     def heartbeat(self, every: float, extend_by: float) -> Iterator[None]:
         """Extend the lease by `extend_by` seconds every `every` seconds while the block runs,
-        from a daemon thread. A lost key stops the beats and is raised (LeaseLostError) when
-        the block ends; a failed beat (throttled) is tried again at the next one."""
-        if not 0 < every < extend_by:
-            raise ConfigurationError("heartbeat needs 0 < every < extend_by, so beats overlap")
+        from a daemon thread. A failed beat (throttled, a lost answer) is tried again at the
+        next one. The heartbeat never stops silently: if it stopped holding the key for any
+        reason (the key lost, a refused write, an error in its thread, the lease lapsed
+        between beats), the block ends with LeaseLostError (or the StoreError that stopped
+        it), and so does the protected call, which then completes nothing."""
+        _check_seconds("heartbeat", "every", every, MIN_BEAT_SECONDS)
+        _check_seconds("heartbeat", "extend_by", extend_by, 0.0)
+        if not every < extend_by:
+            raise ConfigurationError(
+                f"heartbeat needs every < extend_by, so beats overlap (every={every!r}, "
+                f"extend_by={extend_by!r})"
+            )
         stop = threading.Event()
         failure: list[BaseException] = []
+        missed: list[StoreError] = []
 
         def beat() -> None:
-            while not stop.wait(every):
-                try:
-                    self.extend_lease(extend_by)
-                except LeaseLostError as exc:
-                    failure.append(exc)
-                    return
-                except StoreError:
-                    continue  # throttled or a 5xx: the next beat tries again, within the lease
+            try:
+                while not stop.wait(every):
+                    try:
+                        self.extend_lease(extend_by)
+                    except StoreError as exc:
+                        if not exc.retryable:
+                            raise
+                        missed.append(exc)  # the next beat tries again, within the lease
+            except BaseException as exc:  # anything that ends the beats is reported
+                failure.append(exc)
 
         thread = threading.Thread(target=beat, name="lambda-idempotency-heartbeat", daemon=True)
         thread.start()
@@ -124,8 +149,57 @@ class Execution:
         finally:
             stop.set()
             thread.join()
-        if failure:
-            raise failure[0]
+            self._failure = self._failure or _stopped(self, failure, missed)
+        if self._failure is not None:
+            raise self._failure
+
+
+def _check_seconds(method: str, name: str, seconds: Any, least: float) -> None:
+    """A duration the lease can honour: a finite number, past 0 (at least `least` if given),
+    at most MAX_EXTENSION_SECONDS. Anything else (inf, nan, a string, a bool) is refused
+    here, at the call, never inside a heartbeat's thread."""
+    honoured = (
+        not isinstance(seconds, bool)
+        and isinstance(seconds, int | float)
+        and math.isfinite(seconds)
+        and (seconds >= least if least else seconds > 0)
+        and seconds <= MAX_EXTENSION_SECONDS
+    )
+    if not honoured:
+        low = f"at least {least}" if least else "more than 0"
+        raise ConfigurationError(
+            f"{method}: {name} must be a finite number of seconds, {low} and at most "
+            f"{MAX_EXTENSION_SECONDS} (366 days, the longest a Lambda execution lives), "
+            f"not {seconds!r}"
+        )
+
+
+def _stopped(
+    execution: Execution, failure: list[BaseException], missed: list[StoreError]
+) -> BaseException | None:
+    """Why a heartbeat did not hold its key, or None when it did."""
+    key_hash = execution.key_hash
+    if failure:
+        (error,) = failure
+        if isinstance(error, LeaseLostError | StoreError):
+            return error
+        lost = LeaseLostError(
+            f"the heartbeat stopped ({type(error).__name__}): the lease may have lapsed and "
+            "another caller taken the key over",
+            key_hash=key_hash,
+        )
+        lost.__cause__ = error
+        return lost
+    now, lease_until = execution._now, execution.lease_until_ms
+    if now is not None and lease_until is not None and now() > lease_until:
+        lost = LeaseLostError(
+            "the heartbeat did not hold the key: the lease lapsed before the block ended, "
+            "and another caller may have taken it over",
+            key_hash=key_hash,
+        )
+        lost.__cause__ = missed[-1] if missed else None
+        return lost
+    return None
 
 
 def _low_level(values: Any) -> bool:

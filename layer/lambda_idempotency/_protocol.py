@@ -77,7 +77,7 @@ class Idempotency(Engine):
         store = self.settings.store()
         execution = new_execution(pk, durable)
         sleep = self.settings.clock.sleep
-        steps = _claiming.acquire(self, store, execution, payload_hash, context, now, durable)
+        steps = _claiming.acquire(self, store, execution, payload_hash, context, durable)
         replay = drive(steps, sleep)
         if replay is not _claiming.CLAIMED:
             return replay  # type: ignore[no-any-return]
@@ -85,9 +85,12 @@ class Idempotency(Engine):
         execution._extender = lambda seconds: _claiming.extend_lease(
             self, store, execution, payload_hash, seconds
         )
+        execution._now = self.settings.clock.now_ms
         token = _execution.activate(execution)
         try:
             result = call()
+            if execution._failure is not None:
+                raise execution._failure  # a heartbeat lost the key: complete nothing
         except BaseException as exc:
             if durable is not None and not durable.ends_execution(exc):
                 # A suspension (wait, callback) or an invocation Lambda runs again: the

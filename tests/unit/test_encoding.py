@@ -495,3 +495,37 @@ def test_a_replay_for_an_unresolvable_annotation_is_the_stored_json(
     protected = idempotent(store=moto_store, key="id", cache_size=0)(handler)
     assert protected({"id": 1}, None) == DAY
     assert protected({"id": 1}, None) == DAY.isoformat()
+
+
+@dataclasses.dataclass
+class _AwaitableReceipt:
+    """A dataclass that is also an awaitable: asdict would store it; it is still to come."""
+
+    order: str
+
+    def __await__(self) -> Any:
+        yield None
+
+
+def test_results_still_to_come_nested_anywhere_are_found_and_never_drained() -> None:
+    """Issue 31, item 6: the encoder reports (never stores, never runs) what a forgotten
+    `await` left in a result, however the encoder would have walked it."""
+    import pydantic
+
+    class Model(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+        items: Any
+
+    def items() -> Any:
+        yield "drained"
+
+    awaitable = _AwaitableReceipt("o-1")
+    assert encode({"receipt": [awaitable]}).deferred == (awaitable,)
+    generator = items()
+    found = encode({"model": Model(items=[generator])})
+    assert found.deferred == (generator,) and found.blob == b""
+    assert next(generator) == "drained"  # pydantic did not drain it into a list
+    plain = encode({"order": "o-1", "lines": [1, 2.5, None, "x"]})
+    unstorable = encode({"lock": object()})
+    assert plain.deferred == () and unstorable.deferred == ()
+    assert unstorable.blob.startswith(NOT_STORED)

@@ -1,0 +1,232 @@
+# ruff: noqa: E501  (the faults quote the source lines they replace, verbatim)
+"""Faults planted by hand in the lease, heartbeat, completion-window and deferred-result code
+(issue 31), each run against the fast test files that should catch it: how long each takes to
+fail. `python tests/planted_faults.py [index ...]` from the repository root (DynamoDB Local
+as for the suite: DYNAMODB_LOCAL_HOME). Each fault is applied to a copy of `layer/`, never to
+the checkout. docs/testing.md has the table of the last run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+L = "lambda_idempotency/"
+LW = "tests/integration/test_long_work.py"
+LE = "tests/integration/test_lease_extension.py"
+Plant = tuple  # (name, module, old, new, test files, *(module, old, new) more edits)
+
+PLANTS: list[Plant] = [
+    (
+        "claim: clock read before the client is built (sync)",
+        "_claiming.py",
+        (
+            "    store._caller()  # the client (and its wire path) built before the clock is read\n"
+            "    now = engine.settings.clock.now_ms()\n"
+        ),
+        ("    now = engine.settings.clock.now_ms()\n    store._caller()\n"),
+        [LW],
+    ),
+    (
+        "claim: remaining time read before the client is built, clock after",
+        "_claiming.py",
+        (
+            "    store._caller()  # the client (and its wire path) built before the clock is read\n"
+            "    now = engine.settings.clock.now_ms()\n"
+            "    lease_ms = engine._lease_ms(context)\n"
+        ),
+        (
+            "    lease_ms = engine._lease_ms(context)\n"
+            "    store._caller()\n"
+            "    now = engine.settings.clock.now_ms()\n"
+        ),
+        [LW],
+    ),
+    (
+        "async: claim's clock read on the loop, before the executor queue",
+        "_claiming.py",
+        ("    now = engine.settings.clock.now_ms()\n    lease_ms = engine._lease_ms(context)\n"),
+        (
+            "    now = execution.claimed_at_ms or engine.settings.clock.now_ms()\n"
+            "    lease_ms = engine._lease_ms(context)\n"
+        ),
+        [LW],
+        (
+            "_async.py",
+            "    execution = new_execution(pk, None)\n",
+            ("    execution = new_execution(pk, None)\n    execution.claimed_at_ms = now\n"),
+        ),
+    ),
+    (
+        "async engine: a heartbeat failure the coroutine swallowed is not raised",
+        "_async.py",
+        (
+            "        if execution._failure is not None:\n"
+            "            raise execution._failure  # a heartbeat lost the key: complete nothing\n"
+        ),
+        "",
+        [LW],
+    ),
+    (
+        "extend_lease shortens a longer lease",
+        "_claiming.py",
+        "lease_until = max(now + int(seconds * 1000), execution.lease_until_ms or now)",
+        "lease_until = now + int(seconds * 1000)",
+        [LW],
+    ),
+    (
+        "extend_lease: inf accepted (finite and bounded checks dropped)",
+        "_execution.py",
+        (
+            "        and math.isfinite(seconds)\n"
+            "        and (seconds >= least if least else seconds > 0)\n"
+            "        and seconds <= MAX_EXTENSION_SECONDS\n"
+        ),
+        "        and (seconds >= least if least else seconds > 0)\n",
+        [LW],
+    ),
+    (
+        "heartbeat: an error in its thread swallowed",
+        "_execution.py",
+        (
+            "            except BaseException as exc:  # anything that ends the beats is reported\n"
+            "                failure.append(exc)\n"
+        ),
+        ("            except BaseException:\n                pass\n"),
+        [LW],
+    ),
+    (
+        "heartbeat: a refused write retried silently",
+        "_execution.py",
+        ("                        if not exc.retryable:\n                            raise\n"),
+        "",
+        [LW],
+    ),
+    (
+        "heartbeat: lapse between beats not checked",
+        "_execution.py",
+        "    if now is not None and lease_until is not None and now() > lease_until:",
+        "    if False:",
+        [LW],
+    ),
+    (
+        "engine: a heartbeat failure the handler swallowed is not raised",
+        "_protocol.py",
+        (
+            "            if execution._failure is not None:\n"
+            "                raise execution._failure  # a heartbeat lost the key: complete nothing\n"
+        ),
+        "",
+        [LW],
+    ),
+    (
+        "completion window from the claim instead of the end of work",
+        "_completing.py",
+        "    return completed_at + window - answer_margin_ms(window)",
+        "    return (execution.claimed_at_ms or completed_at) + window - answer_margin_ms(window)",
+        [LW],
+    ),
+    (
+        "completion window: the context's deadline ignored",
+        "_claiming.py",
+        "    return now_ms + remaining - _completing.answer_margin_ms(remaining)",
+        "    return now_ms + min(remaining, 10_000) - _completing.answer_margin_ms(remaining)",
+        [LW],
+    ),
+    (
+        "nested deferred check dropped",
+        "_encoding.py",
+        (
+            "    deferred = deferred_in(result)\n"
+            "    if deferred:\n"
+            '        return Encoded(b"", None, False, "deferred", deferred)\n'
+        ),
+        "",
+        [LW],
+    ),
+    (
+        "pydantic drains a nested generator (pre-check dropped)",
+        "_encoding.py",
+        (
+            "        if deferred_in(value):  # pydantic would drain a generator or iterator into a li"
+            "st\n"
+        ),
+        "        if False:\n",
+        [LW],
+    ),
+    (
+        "async: nested deferred raised without releasing the key",
+        "_async.py",
+        "        await _to_the_end(_completing.release, engine, store, execution, reason=reason)\n",
+        "",
+        [LW],
+    ),
+    (
+        "sync: nested deferred raised without releasing the key",
+        "_completing.py",
+        (
+            '        release(engine, store, execution, reason="DeferredResultError")\n'
+            "        raise\n"
+        ),
+        "        raise\n",
+        [LW],
+    ),
+    (
+        "store: extension's owner condition dropped",
+        "_store.py",
+        (
+            "            Item=item,\n"
+            '            ConditionExpression=f"{OWNED_BY_ME} AND {STILL_IN_PROGRESS}",'
+        ),
+        ('            Item=item,\n            ConditionExpression=f"{STILL_IN_PROGRESS}",'),
+        [LE],
+    ),
+]
+
+
+def main(only: list[str]) -> int:
+    survived = 0
+    for index, (name, module, old, new, files, *more) in enumerate(PLANTS):
+        if only and str(index) not in only:
+            continue
+        with tempfile.TemporaryDirectory() as copy:
+            shutil.copytree(ROOT / "layer", Path(copy) / "layer")
+            for edit_module, edit_old, edit_new in [(module, old, new), *more]:
+                path = Path(copy) / "layer" / L / edit_module
+                text = path.read_text(encoding="utf-8")
+                if text.count(edit_old) != 1:
+                    print(f"{index}\t{name}\tnot applied: the code changed")
+                    break
+                path.write_text(text.replace(edit_old, edit_new), encoding="utf-8")
+            else:
+                env = dict(os.environ, PYTHONPATH=str(Path(copy) / "layer"))
+                command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+                start = time.monotonic()
+                run = subprocess.run(
+                    [*command, *files],
+                    cwd=ROOT,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                took = time.monotonic() - start
+                failed = [
+                    line.split("::")[-1].split(" - ")[0]
+                    for line in run.stdout.splitlines()
+                    if line.startswith(("FAILED tests", "ERROR tests"))
+                ]
+                caught = run.returncode != 0
+                survived += not caught
+                verdict = f"caught by {failed[:1]}" if caught else "SURVIVED"
+                print(f"{index}\t{name}\t{took:.0f} s\t{verdict}", flush=True)
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
