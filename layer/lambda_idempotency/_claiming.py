@@ -97,7 +97,11 @@ def claim(
     for a worker for any time). A lease read before such a wait would end early by as
     long as it lasted, and a second caller could take the key over from a live holder."""
     pk = execution.key_hash or ""
-    store._caller()  # the client (and its wire path) built before the clock is read
+    try:
+        store.ready("put_item", pk, step="claim")  # built before the clock is read
+    except StoreError as exc:  # nothing was sent: nothing to release
+        engine._count("store_error", logging.ERROR, pk, step="claim", code=exc.code)
+        raise
     now = engine.settings.clock.now_ms()
     lease_ms = engine._lease_ms(context)
     lease_until = now + lease_ms

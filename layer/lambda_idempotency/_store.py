@@ -294,6 +294,17 @@ class DynamoDBStore:
         with _BUILDING:
             return self._build_wire(client)
 
+    def ready(self, operation: str, pk: str | None = None, *, step: str | None = None) -> None:
+        """Build the client (and its wire path) now, before a caller reads its clock: building
+        is a wait on a cold start. A client that cannot be built (no region) is the same
+        StoreError the call itself would raise, sent nothing."""
+        try:
+            self._caller()
+        except _UNSENT as exc:
+            raise StoreError(
+                self._failure(operation, type(exc).__name__), key_hash=pk, step=step
+            ) from exc
+
     def _build_wire(self, client: Any) -> Any:
         if self._wire is None or self._wire[0] is not client:
             if self._fast_wire and os.environ.get("IDEMPOTENCY_FAST_WIRE", "").lower() not in (
