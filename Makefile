@@ -52,6 +52,7 @@ test: setup
 FAST_TESTS := tests/unit/test_decorators.py tests/unit/test_store.py tests/unit/test_record.py \
 	tests/unit/test_cache.py tests/unit/test_execution.py tests/unit/test_keys.py \
 	tests/unit/test_tenant.py tests/unit/test_limits.py tests/unit/test_stored_bytes.py \
+	tests/unit/test_waiting.py \
 	tests/integration/test_protocol.py tests/integration/test_direct_promises.py \
 	tests/integration/test_tenants.py tests/integration/test_store.py \
 	tests/integration/test_failure_modes.py
