@@ -4,15 +4,20 @@ times the protected body (its effect) ran."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import decimal
 import fractions
 import json
 import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
 import pytest
+from aws_durable_execution_sdk_python import DurableContext, durable_execution
+from aws_durable_execution_sdk_python.execution import InvocationStatus
+from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 
@@ -24,10 +29,39 @@ from lambda_idempotency import (
     current_execution,
     idempotent,
 )
+from lambda_idempotency._durable import owner_token
 from lambda_idempotency._record import Status
 from tests.conftest import FakeClock
+from tests.integration.test_durable import (
+    Handler,
+    Ledger,
+    error_type,
+    finish,
+    record_key,
+    release_cli,
+    ship,
+    start,
+)
 
 pytestmark = pytest.mark.dynamodb_local
+
+
+@pytest.fixture
+def runner_for() -> Iterator[Callable[[Handler], DurableFunctionTestRunner]]:
+    """test_durable's runners (retried at once), closed after the test."""
+    runners: list[DurableFunctionTestRunner] = []
+
+    def make(handler: Handler) -> DurableFunctionTestRunner:
+        runner = DurableFunctionTestRunner(handler=handler, poll_interval=0.05)
+        runner._executor.RETRY_BACKOFF_SECONDS = 0  # type: ignore[misc]  # retried at once
+        runners.append(runner)
+        return runner
+
+    yield make
+    for runner in runners:
+        runner.close()
+        runner._scheduler._loop.close()
+
 
 HEARTBEAT = "lambda-idempotency-heartbeat"
 
@@ -276,3 +310,117 @@ def test_throttled_beats_inside_the_lease_end_normally_and_complete_once(
     assert export({"id": "t-1"}, None) == "done"
     assert effects == ["exported"] and beats["sent"] >= 4
     assert record_of(store, export, "t-1").status is Status.COMPLETED
+
+
+# -- durable executions --------------------------------------------------------------------
+
+
+def two_callbacks(store: DynamoDBStore, ledger: Ledger, **options: Any) -> Handler:
+    """Charge, wait for packing, then for shipping: two suspensions after the charge."""
+
+    @durable_execution
+    @idempotent(store=store, key="order_id", cache_size=0, **options)
+    def handler(event: dict[str, Any], context: DurableContext) -> dict[str, Any]:
+        ledger.invocations += 1
+        charge_id = context.step(lambda _: ledger.charge(event["order_id"]), name="charge")
+        packed = context.create_callback(name="packing").result()
+        shipped = context.create_callback(name="shipping").result()
+        return {"charge_id": charge_id, "packed": packed, "shipped": shipped}
+
+    return handler
+
+
+def test_a_durable_holder_released_at_each_of_two_suspensions_takes_its_key_back_each_time(
+    store: DynamoDBStore,
+    runner_for: Callable[[Handler], DurableFunctionTestRunner],
+    dynamodb_local_endpoint: str,
+) -> None:
+    """An operator forces a release (`--force-durable`) at each of A's two suspensions (and
+    once more: nothing left to release): A resumes, takes the key back from each of its
+    own tombstones, completes; B after it replays; one charge."""
+    ledger = Ledger()
+    runner = runner_for(two_callbacks(store, ledger))
+    pk = record_key(runner, "d-1")
+    a = start(runner, "a", {"order_id": "d-1"})
+    codes = []
+    for name in ("packing", "shipping"):
+        callback_id = runner.wait_for_callback(a, name=name, timeout=20)
+        codes.append(release_cli(store, dynamodb_local_endpoint, pk, "--force-durable"))
+        codes.append(release_cli(store, dynamodb_local_endpoint, pk, "--force-durable"))
+        runner.send_callback_success(callback_id, result=name.encode())
+    done = finish(runner, a)
+    assert done.status is InvocationStatus.SUCCEEDED, done.error
+    assert codes == [0, 4, 0, 4]
+    replayed = finish(runner, start(runner, "b", {"order_id": "d-1"}))
+    assert replayed.result == done.result
+    assert ledger.charges == ["d-1"]
+    record = store.get(pk)
+    assert record is not None and record.status is Status.COMPLETED
+    assert record.owner == owner_token(a)
+
+
+def test_a_durable_handlers_lease_extensions_never_shorten_its_execution_lease(
+    store: DynamoDBStore, runner_for: Callable[[Handler], DurableFunctionTestRunner]
+) -> None:
+    """extend_lease(60) and a heartbeat (extend_by=1) inside a durable handler keep the
+    execution's 7-day lease: B, started while A is suspended, is refused; one charge."""
+    ledger = Ledger()
+    leases: list[int | None] = []
+
+    @durable_execution
+    @idempotent(store=store, key="order_id", cache_size=0, lease_seconds=7 * 24 * 3600)
+    def handler(event: dict[str, Any], context: DurableContext) -> str:
+        execution = current_execution()
+        before = execution.lease_until_ms
+        leases.extend([before, execution.extend_lease(60)])
+        with execution.heartbeat(every=0.05, extend_by=1):
+            threading.Event().wait(0.2)
+        leases.append(execution.lease_until_ms)
+        charge_id = context.step(lambda _: ledger.charge(event["order_id"]), name="charge")
+        context.create_callback(name="shipping").result()
+        return charge_id
+
+    runner = runner_for(handler)
+    a = start(runner, "a", {"order_id": "d-2"})
+    runner.wait_for_callback(a, name="shipping", timeout=20)
+    record = store.get(record_key(runner, "d-2"))
+    assert record is not None and record.claimed_at is not None and record.lease_until
+    assert record.lease_until - record.claimed_at > 7 * 24 * 3600 * 1000 - 60_000
+    assert len(set(leases)) == 1
+    assert error_type(finish(runner, start(runner, "b", {"order_id": "d-2"}))) == (
+        "InProgressError"
+    )
+    assert ship(runner, a).status is InvocationStatus.SUCCEEDED
+    assert ledger.charges == ["d-2"]
+
+
+def test_a_durable_result_holding_a_forgotten_coroutine_fails_and_frees_the_key(
+    store: DynamoDBStore, runner_for: Callable[[Handler], DurableFunctionTestRunner]
+) -> None:
+    """A durable handler returns {"receipt": send_receipt()} with send_receipt a coroutine
+    function: DeferredResultError fails the execution and frees the key (the receipt was
+    never sent, no "not stored" marker); the fixed code's execution runs and sends once."""
+    sent: list[str] = []
+    fixed = threading.Event()
+
+    async def send_receipt(order: str) -> str:
+        sent.append(order)
+        return "sent"
+
+    @durable_execution
+    @idempotent(store=store, key="order_id", cache_size=0)
+    def handler(event: dict[str, Any], context: DurableContext) -> Any:
+        if fixed.is_set():
+            return {"receipt": asyncio.run(send_receipt(event["order_id"]))}
+        return {"receipt": send_receipt(event["order_id"])}
+
+    runner = runner_for(handler)
+    failed = finish(runner, start(runner, "a", {"order_id": "d-3"}))
+    assert error_type(failed) == "DeferredResultError"
+    record = store.get(record_key(runner, "d-3"))
+    assert record is not None and record.status is Status.RELEASED
+    fixed.set()
+    done = finish(runner, start(runner, "b", {"order_id": "d-3"}))
+    assert json.loads(done.result or "null") == {"receipt": "sent"}
+    assert finish(runner, start(runner, "c", {"order_id": "d-3"})).result == done.result
+    assert sent == ["d-3"]
