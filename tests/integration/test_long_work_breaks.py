@@ -4,8 +4,12 @@ Each counts the effects; the reason says the promise and what happened instead."
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import json
 import threading
+import types
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,7 +20,7 @@ from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestR
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 
-from lambda_idempotency import DynamoDBStore
+from lambda_idempotency import DeferredResultError, DynamoDBStore, idempotent
 from lambda_idempotency._record import Status
 from tests.integration.test_durable import (
     Handler,
@@ -111,3 +115,57 @@ def test_a_resumed_invocation_whose_claim_is_throttled_fails_and_frees_its_key(
     done = ship(runner, start(runner, "c", order))
     assert done.status is InvocationStatus.SUCCEEDED, done.error
     assert ledger.charges == ["b-1", "b-1"]
+
+
+class Receipt:
+    """A plain class, as many results are (no dataclass, no pydantic)."""
+
+    def __init__(self, order: str, charge: Any) -> None:
+        self.order, self.charge = order, charge
+
+
+HOLDERS: dict[str, Callable[[Any], Any]] = {
+    "a plain object's attribute": lambda deferred: Receipt("o-1", deferred),
+    "a SimpleNamespace": lambda deferred: types.SimpleNamespace(charge=deferred),
+    "a deque": lambda deferred: {"charges": collections.deque([deferred])},
+    "a UserDict": lambda deferred: collections.UserDict({"charge": deferred}),
+}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a coroutine nested in a plain object, a SimpleNamespace, a deque or a UserDict "
+    "is not found: the key completes with a 'not stored' marker for a charge that never "
+    "happened, and the fixed retry gets ResultNotSerializableError instead of running",
+)
+@pytest.mark.parametrize("holder", list(HOLDERS))
+def test_a_forgotten_await_inside_any_holder_releases_the_key(
+    store: DynamoDBStore, holder: str
+) -> None:
+    """`return Receipt(order, charge(order))` with `charge` a coroutine function. The guide
+    (reference/results.md): the key never holds a "not stored" marker for an effect that
+    did not happen. Here it does: the charge never ran, and after the fix the retry is
+    refused with ResultNotSerializableError for the TTL; the charge never happens."""
+    charged: list[str] = []
+    fixed = threading.Event()
+
+    async def charge(order: str) -> str:
+        charged.append(order)
+        return "charged"
+
+    @idempotent(store=store, key="id", cache_size=0)
+    async def checkout(event: dict[str, Any], context: Any) -> Any:
+        if fixed.is_set():
+            return {"charge": await charge(event["id"])}
+        return HOLDERS[holder](charge(event["id"]))
+
+    async def scenario() -> Any:
+        with pytest.raises(DeferredResultError):
+            await checkout({"id": "o-1"}, None)
+        fixed.set()
+        return await checkout({"id": "o-1"}, None)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the coroutine never awaited
+        assert asyncio.run(scenario()) == {"charge": "charged"}
+    assert charged == ["o-1"]
