@@ -9,7 +9,11 @@ import contextlib
 import decimal
 import fractions
 import json
+import os
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +27,7 @@ from botocore.config import Config
 
 from lambda_idempotency import (
     ConfigurationError,
+    DeferredResultError,
     DynamoDBStore,
     InProgressError,
     LeaseLostError,
@@ -31,7 +36,7 @@ from lambda_idempotency import (
 )
 from lambda_idempotency._durable import owner_token
 from lambda_idempotency._record import Status
-from tests.conftest import FakeClock
+from tests.conftest import FakeClock, FakeContext
 from tests.integration.test_durable import (
     Handler,
     Ledger,
@@ -424,3 +429,257 @@ def test_a_durable_result_holding_a_forgotten_coroutine_fails_and_frees_the_key(
     assert json.loads(done.result or "null") == {"receipt": "sent"}
     assert finish(runner, start(runner, "c", {"order_id": "d-3"})).result == done.result
     assert sent == ["d-3"]
+
+
+# -- hostile durations at decoration -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("lease_seconds", float("nan")),
+        ("lease_seconds", float("inf")),
+        ("lease_seconds", "60"),
+        ("lease_seconds", True),
+        ("lease_seconds", 10**400),
+        ("lease_seconds", 31_622_401),
+        ("lease_seconds", decimal.Decimal("60")),
+        ("max_wait_seconds", float("nan")),
+        ("max_wait_seconds", float("inf")),
+        ("max_wait_seconds", "5"),
+        ("clock_skew_seconds", "1"),
+        ("clock_skew_seconds", float("nan")),
+    ],
+    ids=lambda value: repr(value)[:16],
+)
+def test_a_duration_no_lease_can_honour_is_refused_at_decoration(
+    store: DynamoDBStore, option: str, value: Any
+) -> None:
+    """lease_seconds=nan or inf decorated, then failed every call with ValueError or
+    OverflowError (no typed error); "60" raised TypeError; 10**400 leased past any run."""
+    with pytest.raises(ConfigurationError, match=option):
+
+        @idempotent(store=store, key="id", cache_size=0, **{option: value})
+        def export(event: dict[str, Any], context: Any) -> str:
+            return "done"
+
+
+def test_a_lease_of_366_days_is_still_a_lease(store: DynamoDBStore, clock: FakeClock) -> None:
+    """The longest lease a durable execution may need is taken, and honoured."""
+
+    @idempotent(store=store, key="id", lease_seconds=31_622_400, clock=clock, cache_size=0)
+    def export(event: dict[str, Any], context: Any) -> int | None:
+        return current_execution().lease_until_ms
+
+    assert export({"id": "y-1"}, None) == clock.now_ms() + 31_622_400_000
+
+
+# -- completion windows --------------------------------------------------------------------
+
+
+def test_a_completion_throttled_to_the_end_answers_before_the_invocation_dies(
+    store: DynamoDBStore, clock: FakeClock
+) -> None:
+    """20 s left, 5 s of work, then every completion throttled: the call still answers its
+    result before the invocation's deadline (never an error its client would retry), the
+    record stays IN_PROGRESS no longer than its lease (the invocation's deadline), and a
+    retry after that runs (the documented cost of a result that could not be stored)."""
+    store = one_attempt(store)
+    effects: list[str] = []
+    throttling = threading.Event()
+
+    def hook(request: Any, **_: Any) -> Any:
+        if throttling.is_set():
+            return refused(request, "ThrottlingException")
+        return None
+
+    store.client.meta.events.register("before-send.dynamodb", hook)
+
+    @idempotent(store=store, key="id", payload=None, clock=clock, cache_size=0)
+    def export(event: dict[str, Any], context: Any) -> str:
+        effects.append("exported")
+        clock.advance(5)
+        throttling.set()
+        return "done"
+
+    context = FakeContext(20_000, clock=clock)
+    assert export({"id": "c-1"}, context) == "done"
+    throttling.clear()
+    assert clock.now_ms() <= context.deadline_ms - 250  # answered with time to spare
+    assert export.idempotency.stats["completion_failed"] == 1  # type: ignore[attr-defined]
+    assert export.idempotency.stats["completion_retry"] >= 3  # type: ignore[attr-defined]
+    record = record_of(store, export, "c-1")
+    assert record.status is Status.IN_PROGRESS and record.lease_until == context.deadline_ms
+    with pytest.raises(InProgressError):
+        export({"id": "c-1"}, FakeContext(20_000, clock=clock))
+    clock.advance((context.deadline_ms - clock.now_ms()) / 1000 + 2.1)  # lease + skew
+    assert export({"id": "c-1"}, FakeContext(20_000, clock=clock)) == "done"
+    assert effects == ["exported", "exported"]
+
+
+@pytest.mark.parametrize("with_context", [False, True])
+def test_a_completion_after_a_lease_of_one_second_extended_for_a_minute_is_retried(
+    store: DynamoDBStore, clock: FakeClock, with_context: bool
+) -> None:
+    """lease_seconds=1, a 60 s body extended every 0.5 s, completion throttled twice:
+    the retry window (from the end of the work) still fits both retries; the body ran once."""
+    store = one_attempt(store)
+    effects: list[str] = []
+    throttles = {"left": 0}
+
+    def hook(request: Any, **_: Any) -> Any:
+        if throttles["left"] > 0:
+            throttles["left"] -= 1
+            return refused(request, "ProvisionedThroughputExceededException")
+        return None
+
+    store.client.meta.events.register("before-send.dynamodb", hook)
+
+    @idempotent(store=store, key="id", lease_seconds=1, clock=clock, cache_size=0)
+    def export(event: dict[str, Any], context: Any) -> str:
+        effects.append("exported")
+        for _ in range(120):
+            clock.advance(0.5)
+            current_execution().extend_lease(1)
+        throttles["left"] = 2
+        return "done"
+
+    context = FakeContext(900_000, clock=clock) if with_context else None
+    assert export({"id": "c-2"}, context) == "done"
+    assert throttles["left"] == 0
+    assert record_of(store, export, "c-2").status is Status.COMPLETED
+    clock.advance(60)
+    assert export({"id": "c-2"}, None) == "done"
+    assert effects == ["exported"]
+
+
+# -- async ----------------------------------------------------------------------------------
+
+
+def test_a_coroutine_cancelled_inside_its_heartbeat_frees_the_key_and_stops_beating(
+    store: DynamoDBStore,
+) -> None:
+    """asyncio.wait_for times out a coroutine in the middle of its heartbeat block: the beats
+    stop, the key is released (no beat lands after the release to lock it again), and the
+    retry runs once and completes."""
+    effects: list[str] = []
+
+    @idempotent(store=store, key="id", payload=None, lease_seconds=5, cache_size=0)
+    async def export(event: dict[str, Any], context: Any) -> str:
+        effects.append("exported")
+        if event.get("slow"):
+            with current_execution().heartbeat(every=0.05, extend_by=5):
+                await asyncio.sleep(10)
+        return "done"
+
+    async def scenario() -> str:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(export({"id": "a-1", "slow": True}, None), 0.4)
+        await asyncio.sleep(0.2)  # a beat in flight would land by now
+        assert not [t for t in threading.enumerate() if t.name == HEARTBEAT]
+        assert record_of(store, export, "a-1").status is Status.RELEASED
+        return await export({"id": "a-1"}, None)
+
+    assert asyncio.run(scenario()) == "done"
+    assert effects == ["exported", "exported"]
+    assert record_of(store, export, "a-1").status is Status.COMPLETED
+
+
+@pytest.mark.parametrize(
+    "nesting",
+    ["a task in a set in a tuple", "a future as a dict key", "an async generator deep down"],
+)
+def test_an_async_result_holding_something_still_to_come_frees_its_key(
+    store: DynamoDBStore, nesting: str
+) -> None:
+    effects: list[str] = []
+    fixed = threading.Event()
+
+    async def items() -> Any:
+        effects.append("streamed")
+        yield 1
+
+    @idempotent(store=store, key="id", cache_size=0)
+    async def export(event: dict[str, Any], context: Any) -> Any:
+        effects.append("ran")
+        if fixed.is_set():
+            return "fixed"
+        loop = asyncio.get_running_loop()
+        made = {
+            "a task in a set in a tuple": lambda: ("x", {loop.create_task(asyncio.sleep(5))}),
+            "a future as a dict key": lambda: {loop.create_future(): 1},
+            "an async generator deep down": lambda: {"a": [{"b": (items(),)}]},
+        }
+        return made[nesting]()
+
+    async def scenario() -> Any:
+        with pytest.raises(DeferredResultError):
+            await export({"id": nesting}, None)
+        assert record_of(store, export, nesting).status is Status.RELEASED
+        fixed.set()
+        return [await export({"id": nesting}, None), await export({"id": nesting}, None)]
+
+    assert asyncio.run(scenario()) == ["fixed", "fixed"]
+    assert effects == ["ran", "ran"]
+
+
+# -- two containers on one key ---------------------------------------------------------------
+
+CONTAINER = """
+import json, os, sys, threading, time
+import boto3
+from lambda_idempotency import DynamoDBStore, current_execution, idempotent
+
+endpoint, table, effects_path, hold = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+client = boto3.client("dynamodb", endpoint_url=endpoint, region_name="us-east-1",
+                      aws_access_key_id="local", aws_secret_access_key="local")
+store = DynamoDBStore(table, client=client)
+
+@idempotent(store=store, key="id", namespace="two-containers", lease_seconds=0.5,
+            clock_skew_seconds=0.2, on_in_progress="wait", cache_size=0)
+def export(event, context):
+    with open(effects_path, "a") as effects:
+        effects.write(f"{os.getpid()}\\n")
+    with current_execution().heartbeat(every=0.1, extend_by=0.5):
+        time.sleep(hold)
+    return {"exported_by": os.getpid()}
+
+print("ready", flush=True)
+sys.stdin.readline()
+print(json.dumps(export({"id": "p-1"}, None)), flush=True)
+"""
+
+
+def test_two_containers_one_holding_by_heartbeat_for_six_leases_run_the_export_once(
+    store: DynamoDBStore, tmp_path: Any
+) -> None:
+    """Two processes (two containers) call one key; the first holds a 0.5 s lease by its
+    heartbeat for 3 s; the second, waiting, never takes it over and replays its result."""
+    effects = tmp_path / "effects"
+    effects.touch()
+    script = tmp_path / "container.py"
+    script.write_text(CONTAINER)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    endpoint = store.client.meta.endpoint_url
+
+    def container(hold: str) -> subprocess.Popen[str]:
+        args = [sys.executable, str(script), endpoint, store.table_name, str(effects), hold]
+        process = subprocess.Popen(
+            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+        )
+        assert process.stdout is not None and process.stdout.readline() == "ready\n"
+        return process
+
+    first, second = container("3"), container("0")
+    assert first.stdin is not None and second.stdin is not None
+    first.stdin.write("go\n")
+    first.stdin.flush()
+    deadline = time.monotonic() + 10
+    while not effects.read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(1)  # two leases and the skew allowance past the claim: held only by beats
+    second.stdin.write("go\n")
+    second.stdin.flush()
+    answers = [json.loads(process.communicate(timeout=30)[0]) for process in (first, second)]
+    assert answers[0] == answers[1] == {"exported_by": first.pid}
+    assert effects.read_text().split() == [str(first.pid)]
