@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import threading
 import types
@@ -15,12 +16,19 @@ from typing import Any
 
 import boto3
 import pytest
+from aws_durable_execution_sdk_python import DurableContext, durable_execution
 from aws_durable_execution_sdk_python.execution import InvocationStatus
 from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 
-from lambda_idempotency import DeferredResultError, DynamoDBStore, idempotent
+from lambda_idempotency import (
+    DeferredResultError,
+    DynamoDBStore,
+    LeaseLostError,
+    current_execution,
+    idempotent,
+)
 from lambda_idempotency._record import Status
 from tests.integration.test_durable import (
     Handler,
@@ -169,3 +177,80 @@ def test_a_forgotten_await_inside_any_holder_releases_the_key(
         warnings.simplefilter("ignore", RuntimeWarning)  # the coroutine never awaited
         assert asyncio.run(scenario()) == {"charge": "charged"}
     assert charged == ["o-1"]
+
+
+def release_cli(store: DynamoDBStore, endpoint: str, pk: str, flag: str) -> int:
+    from lambda_idempotency._dev import cli
+
+    where = ("--table", store.table_name, "--endpoint", endpoint, "--pk", pk)
+    return cli.main(["release", *where, "--yes", flag])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a holder still running with a heartbeat, its key released with --force, fails "
+    "with LeaseLostError at its next beat instead of completing over the tombstone as "
+    "docs/operations.md says: its result is not stored, and the retry runs the effect again",
+)
+def test_a_running_holder_with_a_heartbeat_completes_over_a_forced_release(
+    store: DynamoDBStore, dynamodb_local_endpoint: str
+) -> None:
+    """operations.md (release): the tombstone "lets a holder that was still running
+    (`--force`) complete over it: then its result stands and retries replay it, rather than
+    its completion being refused and its effect run again". True without a heartbeat; with
+    one (or an extend_lease after the release) the beat is refused, the call raises
+    LeaseLostError, and the retry, started after the holder ended, exports a second time."""
+    exports: list[str] = []
+
+    @idempotent(store=store, key="id", payload=None, lease_seconds=30, cache_size=0)
+    def export(event: dict[str, Any], context: Any) -> str:
+        exports.append("exported")
+        with current_execution().heartbeat(every=0.05, extend_by=30):
+            if len(exports) == 1:
+                pk = current_execution().key_hash or ""
+                assert release_cli(store, dynamodb_local_endpoint, pk, "--force") == 0
+                threading.Event().wait(0.3)  # the next beats meet the tombstone
+        return "exported"
+
+    with contextlib.suppress(LeaseLostError):
+        export({"id": "f-1"}, None)  # raises LeaseLostError: the result is not stored
+    assert export({"id": "f-1"}, None) == "exported"  # the retry, after the holder ended
+    assert exports == ["exported"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a durable execution still running with a heartbeat when an operator releases its "
+    "key with --force-durable fails with LeaseLostError (the execution ends FAILED) instead of "
+    "completing over its tombstone: the next execution charges again",
+)
+def test_a_running_durable_execution_with_a_heartbeat_completes_over_a_forced_release(
+    store: DynamoDBStore,
+    runner_for: Callable[[Handler], DurableFunctionTestRunner],
+    dynamodb_local_endpoint: str,
+) -> None:
+    """operations.md: after `--force-durable`, an execution that has not ended "resumes as
+    the holder ... and completes over it; its result stands and retries replay it. Only a new
+    execution with the key that starts after the release and before the held one resumes
+    runs the handler again". Here no execution starts meanwhile: A charges, holds its key
+    with a heartbeat while the operator releases it, and fails; C, after A ended, charges
+    again."""
+    ledger = Ledger()
+
+    @durable_execution
+    @idempotent(store=store, key="order_id", cache_size=0)
+    def handler(event: dict[str, Any], context: DurableContext) -> str:
+        charge_id = context.step(lambda _: ledger.charge(event["order_id"]), name="charge")
+        with current_execution().heartbeat(every=0.05, extend_by=60):
+            if len(ledger.charges) == 1:
+                pk = current_execution().key_hash or ""
+                assert release_cli(store, dynamodb_local_endpoint, pk, "--force-durable") == 0
+                threading.Event().wait(0.3)
+        return charge_id
+
+    runner = runner_for(handler)
+    a = finish(runner, start(runner, "a", {"order_id": "f-2"}))
+    c = finish(runner, start(runner, "c", {"order_id": "f-2"}))
+    assert a.status is InvocationStatus.SUCCEEDED, a.error
+    assert c.result == a.result
+    assert ledger.charges == ["f-2"]
