@@ -9,6 +9,7 @@ import collections
 import contextlib
 import json
 import threading
+import time
 import types
 import warnings
 from collections.abc import Callable, Iterator
@@ -42,6 +43,8 @@ from tests.integration.test_durable import (
 )
 
 pytestmark = pytest.mark.dynamodb_local
+
+HEARTBEAT = "lambda-idempotency-heartbeat"
 
 
 @pytest.fixture
@@ -254,3 +257,52 @@ def test_a_running_durable_execution_with_a_heartbeat_completes_over_a_forced_re
     assert a.status is InvocationStatus.SUCCEEDED, a.error
     assert c.result == a.result
     assert ledger.charges == ["f-2"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a coroutine's heartbeat block joins its beat thread on the event loop: a beat in "
+    "flight (slow, or botocore retrying a throttle) blocks every other task for its duration",
+)
+def test_a_coroutines_heartbeat_never_blocks_the_loop_on_a_beat_in_flight(
+    store: DynamoDBStore,
+) -> None:
+    """reference/async.md: the event loop is never blocked by DynamoDB; from a coroutine,
+    use heartbeat, "which beats from a thread of its own". A beat that takes 1 s (a slow
+    answer, or botocore backing off a throttle) is in flight when the block ends: the
+    block's exit waits for it on the loop, and a task ticking every 5 ms sees a 1 s gap."""
+    beat_started = threading.Event()
+
+    def slow_beat(request: Any, **_: Any) -> None:
+        if threading.current_thread().name == HEARTBEAT:
+            beat_started.set()
+            threading.Event().wait(1.0)
+
+    store.client.meta.events.register("before-send.dynamodb", slow_beat)
+
+    @idempotent(store=store, key="id", payload=None, lease_seconds=30, cache_size=0)
+    async def export(event: dict[str, Any], context: Any) -> str:
+        with current_execution().heartbeat(every=0.05, extend_by=30):
+            while not beat_started.is_set():
+                await asyncio.sleep(0.01)
+        return "done"
+
+    async def scenario() -> float:
+        gaps: list[float] = []
+        stop = asyncio.Event()
+
+        async def tick() -> None:
+            last = time.monotonic()
+            while not stop.is_set():
+                await asyncio.sleep(0.005)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+
+        ticker = asyncio.create_task(tick())
+        assert await export({"id": "l-1"}, None) == "done"
+        stop.set()
+        await ticker
+        return max(gaps)
+
+    assert asyncio.run(scenario()) < 0.5
