@@ -19,7 +19,7 @@ from ._cache import ResultCache
 from ._callables import await_settled, call_settled, check_callable, is_coroutine_callable
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import ConfigurationError
-from ._execution import MAX_EXTENSION_SECONDS
+from ._execution import MAX_EXTENSION_SECONDS, shown
 from ._keys import NATIVE_KEYS, Selector
 from ._protocol import DEFAULT_CLOCK_SKEW_SECONDS, Idempotency, Settings
 from ._record import InProgressPolicy, OnReplay
@@ -87,12 +87,12 @@ def build_engine(
         raise ConfigurationError(
             "lease_seconds must be a finite number of seconds, more than 0 and at most "
             f"{MAX_EXTENSION_SECONDS} (366 days, the longest a Lambda execution lives), "
-            f"not {lease_seconds!r}"
+            f"not {shown(lease_seconds)}"
         )
     if max_wait_seconds is not None and not _seconds(max_wait_seconds, MAX_EXTENSION_SECONDS):
         raise ConfigurationError(
             "max_wait_seconds must be a finite number of seconds, not negative (None: no "
-            f"cap), not {max_wait_seconds!r}"
+            f"cap), not {shown(max_wait_seconds)}"
         )
     if on_in_progress not in ("raise", "wait"):
         raise ConfigurationError(
@@ -100,7 +100,7 @@ def build_engine(
         )
     if not _seconds(clock_skew_seconds, 60):
         raise ConfigurationError(
-            f"clock_skew_seconds must be between 0 and 60, not {clock_skew_seconds!r}"
+            f"clock_skew_seconds must be between 0 and 60, not {shown(clock_skew_seconds)}"
         )
     if cache_size < 0:
         raise ConfigurationError(f"cache_size must not be negative, not {cache_size!r}")

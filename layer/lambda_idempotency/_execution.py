@@ -127,8 +127,8 @@ class Execution:
         _check_seconds("heartbeat", "extend_by", extend_by, 0.0)
         if not every < extend_by:
             raise ConfigurationError(
-                f"heartbeat needs every < extend_by, so beats overlap (every={every!r}, "
-                f"extend_by={extend_by!r})"
+                f"heartbeat needs every < extend_by, so beats overlap (every={shown(every)}, "
+                f"extend_by={shown(extend_by)})"
             )
         stop = threading.Event()
         failure: list[BaseException] = []
@@ -174,8 +174,18 @@ def _check_seconds(method: str, name: str, seconds: Any, least: float) -> None:
         raise ConfigurationError(
             f"{method}: {name} must be a finite number of seconds, {low} and at most "
             f"{MAX_EXTENSION_SECONDS} (366 days, the longest a Lambda execution lives), "
-            f"not {seconds!r}"
+            f"not {shown(seconds)}"
         )
+
+
+def shown(value: Any) -> str:
+    """A refused value as an error message shows it: short, and never itself an error (an
+    int past the interpreter's digit limit cannot be turned into a string)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"an {type(value).__name__} too long to show"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _stopped(

@@ -20,6 +20,7 @@ from typing import Any
 import boto3
 import pytest
 from aws_durable_execution_sdk_python import DurableContext, durable_execution
+from aws_durable_execution_sdk_python.exceptions import InvocationError
 from aws_durable_execution_sdk_python.execution import InvocationStatus
 from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
 from botocore.awsrequest import AWSResponse
@@ -683,3 +684,33 @@ def test_two_containers_one_holding_by_heartbeat_for_six_leases_run_the_export_o
     answers = [json.loads(process.communicate(timeout=30)[0]) for process in (first, second)]
     assert answers[0] == answers[1] == {"exported_by": first.pid}
     assert effects.read_text().split() == [str(first.pid)]
+
+
+def test_a_durable_invocation_that_dies_after_completing_replays_on_its_next_invocation(
+    store: DynamoDBStore, runner_for: Callable[[Handler], DurableFunctionTestRunner]
+) -> None:
+    """The invocation completes the key, then dies before the SDK records its result (Lambda
+    invokes the execution again): the next invocation replays the stored result, and the
+    body (an effect outside any step) runs once; B after it replays too."""
+    effects: list[str] = []
+    dies = {"left": 1}
+
+    @idempotent(store=store, key="order_id", cache_size=0)
+    def body(event: dict[str, Any], context: DurableContext) -> str:
+        effects.append(event["order_id"])  # outside a step: replays re-run it if unprotected
+        return f"receipt-{len(effects)}"
+
+    @durable_execution
+    def handler(event: dict[str, Any], context: DurableContext) -> str:
+        receipt = body(event, context)
+        if dies["left"] > 0:
+            dies["left"] -= 1
+            raise InvocationError("the invocation died after its completion")
+        return receipt
+
+    runner = runner_for(handler)
+    done = finish(runner, start(runner, "a", {"order_id": "d-4"}))
+    assert done.status is InvocationStatus.SUCCEEDED, done.error
+    assert json.loads(done.result or "null") == "receipt-1"
+    assert finish(runner, start(runner, "b", {"order_id": "d-4"})).result == done.result
+    assert effects == ["d-4"]
