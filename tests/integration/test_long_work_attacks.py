@@ -714,3 +714,44 @@ def test_a_durable_invocation_that_dies_after_completing_replays_on_its_next_inv
     assert json.loads(done.result or "null") == "receipt-1"
     assert finish(runner, start(runner, "b", {"order_id": "d-4"})).result == done.result
     assert effects == ["d-4"]
+
+
+def test_a_container_killed_while_its_heartbeat_holds_the_key_frees_it_within_one_extension(
+    store: DynamoDBStore, tmp_path: Any
+) -> None:
+    """The first container holds the key by its heartbeat (extend_by=1 s) and is killed
+    (SIGKILL: no release): the second, waiting, claims the key once the last extension and
+    the skew allowance lapse, about 1.2 s later, never after the lease the beats promised."""
+    effects = tmp_path / "effects"
+    effects.touch()
+    script = tmp_path / "container.py"
+    script.write_text(CONTAINER.replace("extend_by=0.5", "extend_by=1.0"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    endpoint = store.client.meta.endpoint_url
+
+    def container(hold: str) -> subprocess.Popen[str]:
+        args = [sys.executable, str(script), endpoint, store.table_name, str(effects), hold]
+        process = subprocess.Popen(
+            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+        )
+        assert process.stdout is not None and process.stdout.readline() == "ready\n"
+        return process
+
+    first, second = container("30"), container("0")
+    assert first.stdin is not None and second.stdin is not None
+    first.stdin.write("go\n")
+    first.stdin.flush()
+    deadline = time.monotonic() + 10
+    while not effects.read_text() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.8)  # a few beats landed
+    first.kill()
+    killed = time.monotonic()
+    first.communicate(timeout=10)
+    second.stdin.write("go\n")
+    second.stdin.flush()
+    answer = json.loads(second.communicate(timeout=30)[0])
+    took = time.monotonic() - killed
+    assert answer == {"exported_by": second.pid}
+    assert effects.read_text().split() == [str(first.pid), str(second.pid)]
+    assert took < 1.0 + 0.2 + 2.0  # the last extension, the skew, and the poll's slack
