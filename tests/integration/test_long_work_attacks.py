@@ -755,3 +755,33 @@ def test_a_container_killed_while_its_heartbeat_holds_the_key_frees_it_within_on
     assert answer == {"exported_by": second.pid}
     assert effects.read_text().split() == [str(first.pid), str(second.pid)]
     assert took < 1.0 + 0.2 + 2.0  # the last extension, the skew, and the poll's slack
+
+
+def test_an_async_completion_throttled_to_the_end_answers_before_the_invocation_dies(
+    store: DynamoDBStore, clock: FakeClock
+) -> None:
+    """The async driver: 20 s left, every completion throttled: the coroutine answers its
+    result before the deadline, the record's lease ends at the invocation's deadline."""
+    store = one_attempt(store)
+    effects: list[str] = []
+    throttling = threading.Event()
+
+    def hook(request: Any, **_: Any) -> Any:
+        return refused(request, "ThrottlingException") if throttling.is_set() else None
+
+    store.client.meta.events.register("before-send.dynamodb", hook)
+
+    @idempotent(store=store, key="id", payload=None, clock=clock, cache_size=0)
+    async def export(event: dict[str, Any], context: Any) -> str:
+        effects.append("exported")
+        clock.advance(5)
+        throttling.set()
+        return "done"
+
+    context = FakeContext(20_000, clock=clock)
+    assert asyncio.run(export({"id": "c-3"}, context)) == "done"
+    throttling.clear()
+    assert clock.now_ms() <= context.deadline_ms - 250
+    record = record_of(store, export, "c-3")
+    assert record.status is Status.IN_PROGRESS and record.lease_until == context.deadline_ms
+    assert effects == ["exported"]
