@@ -25,6 +25,7 @@ from aws_durable_execution_sdk_python.execution import InvocationStatus
 from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
+from botocore.exceptions import ReadTimeoutError
 
 from lambda_idempotency import (
     ConfigurationError,
@@ -784,4 +785,48 @@ def test_an_async_completion_throttled_to_the_end_answers_before_the_invocation_
     assert clock.now_ms() <= context.deadline_ms - 250
     record = record_of(store, export, "c-3")
     assert record.status is Status.IN_PROGRESS and record.lease_until == context.deadline_ms
+    assert effects == ["exported"]
+
+
+def test_an_extension_whose_answer_is_lost_is_sent_again_and_holds(
+    store: DynamoDBStore, clock: FakeClock
+) -> None:
+    """extend_lease's write lands but its answer is lost; botocore sends it again, and the
+    repeat (our own claim, still IN_PROGRESS) is granted: the lease is the one returned, a
+    caller inside it is refused, and the export runs once."""
+    effects: list[str] = []
+    sender = boto3.client(
+        "dynamodb",
+        endpoint_url=store.client.meta.endpoint_url,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+    lose = threading.Event()
+
+    def hook(request: Any, **_: Any) -> None:
+        if lose.is_set():
+            lose.clear()
+            sender.put_item(**json.loads(request.body))  # it lands...
+            raise ReadTimeoutError(endpoint_url=request.url)  # ...and its answer is lost
+
+    store.client.meta.events.register("before-send.dynamodb", hook)
+
+    @idempotent(store=store, key="id", payload=None, lease_seconds=10, clock=clock, cache_size=0)
+    def export(event: dict[str, Any], context: Any) -> str:
+        if event.get("duplicate"):
+            effects.append("duplicate exported")
+            return "theirs"
+        lose.set()
+        until = current_execution().extend_lease(300)
+        assert not lose.is_set()
+        assert record_of(store, export, "e-1").lease_until == until
+        clock.advance(120)
+        with contextlib.suppress(InProgressError):
+            export({"id": "e-1", "duplicate": True}, None)
+        effects.append("exported")
+        return "ours"
+
+    assert export({"id": "e-1"}, None) == "ours"
+    assert export({"id": "e-1", "duplicate": True}, None) == "ours"
     assert effects == ["exported"]
