@@ -195,8 +195,8 @@ def test_create_table_without_a_template_makes_the_stores_default_table(
     assert ttl["AttributeName"] == "expiration"
 
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_local_endpoint)  # as local prints
-    status, out, _ = run(capsys, "create-table", "--table", name)
-    assert status == 0 and "already exists" in out
+    status, out, err = run(capsys, "create-table", "--table", name)
+    assert (status, "already exists" in out) == (0, True), (out, err)
 
 
 def test_create_table_with_no_endpoint_says_where_one_comes_from(
@@ -366,3 +366,26 @@ def test_stuck_in_one_namespace_names_the_others_when_it_finds_none(
     assert status == 0
     assert out == "0 IN_PROGRESS records in namespace Orders.app.handler claimed over 15 min ago\n"
     assert "stuck in other namespaces: app.handler (1), billing (1)" in err
+
+
+def test_create_table_finds_a_table_past_the_first_page_of_names(
+    dynamodb_local_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """ListTables answers 100 names a page: with more tables than that sorting before it, an
+    existing table was taken for missing and `create-table` failed creating it (exit 2)."""
+    monkeypatch.chdir(tmp_path)
+    client = local_client(dynamodb_local_endpoint)
+    run_id = uuid.uuid4().hex[:8]
+    for index in range(101):
+        client.create_table(
+            TableName=f"aaa-{run_id}-{index:03d}",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+    name = f"zzz-{run_id}"
+    for expected in ("created", "already exists"):
+        status, out, err = run(
+            capsys, "create-table", "--endpoint", dynamodb_local_endpoint, "--table", name
+        )
+        assert (status, out) == (0, f"table {name} {expected}, TTL on expiration\n"), err

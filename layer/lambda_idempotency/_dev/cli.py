@@ -107,15 +107,17 @@ def local_client(endpoint_url: str) -> DynamoDBClient:
 
 def create_table(client: DynamoDBClient, table: TableSpec) -> bool:
     """Create the table as the template defines it (on demand, TTL on). False if it exists."""
-    existing = client.list_tables()["TableNames"]
-    if table.name in existing:
+    # One look-up by name: list_tables answers 100 names a page, so a table past the first
+    # page was taken for missing, and creating it failed.
+    try:
+        client.create_table(
+            TableName=table.name,
+            KeySchema=table.key_schema,  # type: ignore[arg-type]
+            AttributeDefinitions=table.attribute_definitions,  # type: ignore[arg-type]
+            BillingMode="PAY_PER_REQUEST",
+        )
+    except client.exceptions.ResourceInUseException:
         return False
-    client.create_table(
-        TableName=table.name,
-        KeySchema=table.key_schema,  # type: ignore[arg-type]
-        AttributeDefinitions=table.attribute_definitions,  # type: ignore[arg-type]
-        BillingMode="PAY_PER_REQUEST",
-    )
     client.get_waiter("table_exists").wait(TableName=table.name, WaiterConfig={"Delay": 1})
     if table.ttl_attribute is not None:
         client.update_time_to_live(
