@@ -82,7 +82,7 @@ package-check: setup
 ## and records of a newer format than this version knows. The previous release is named by its
 ## full commit id (v0.1.0), since a clone need not carry tags; a shallow clone fetches it. Its
 ## tree comes from git archive and runs in a subprocess of its own (about 40 s).
-PREVIOUS_RELEASE ?= a6bf98392806b6315d44ccbe6d7bdf8eaf98e135
+PREVIOUS_RELEASE ?= $(shell cat tests/compat/PREVIOUS_RELEASE)
 compat-previous: setup
 	git cat-file -e '$(PREVIOUS_RELEASE)^{commit}' 2>/dev/null || \
 		git fetch --quiet --depth=1 origin '$(PREVIOUS_RELEASE)'

@@ -1,12 +1,12 @@
 """Two versions side by side on one DynamoDB Local table, as a gradual deployment runs them:
 this checkout and the previous release, each in a process of its own.
 
-The previous release is the commit `PREVIOUS_RELEASE` names (the Makefile sets it: the
-release's full commit id, since a clone need not carry tags), taken from the repository's
-own history with `git archive` and imported from there by `previous_driver.py`, in a
+The previous release is the commit `tests/compat/PREVIOUS_RELEASE` names (the release's
+full commit id, since a clone need not carry tags; the variable PREVIOUS_RELEASE overrides
+it), taken from the repository's own history with `git archive` and imported from there by `previous_driver.py`, in a
 subprocess whose PYTHONPATH holds only that tree (the runtime dependencies are the
-virtualenv's, the same for both). `make compat-previous` runs this module; without
-PREVIOUS_RELEASE it is skipped.
+virtualenv's, the same for both). `make test` runs this module (`make
+compat-previous` alone); a clone without that commit fails it, saying so.
 
 Both ways, every kind of record (`catalogue.RESULTS`: plain JSON, None, tuples, typed keys,
 Decimal and long integers, a "not stored" marker, a chunked result, a release's tombstone,
@@ -38,16 +38,11 @@ from lambda_idempotency._record import FORMAT_VERSION
 from tests.compat import catalogue
 from tests.conftest import create_table
 
-pytestmark = [
-    pytest.mark.dynamodb_local,
-    pytest.mark.skipif(
-        not os.environ.get("PREVIOUS_RELEASE"),
-        reason="needs PREVIOUS_RELEASE (a commit id): `make compat-previous` sets it",
-    ),
-]
+pytestmark = [pytest.mark.dynamodb_local]
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = Path(__file__).with_name("previous_driver.py")
+RELEASE_FILE = Path(__file__).with_name("PREVIOUS_RELEASE")
 CREDENTIALS = {"aws_access_key_id": "compat", "aws_secret_access_key": "compat"}
 REGION = "us-east-1"
 """DynamoDB Local keeps one database per access key and Region: both processes use these."""
@@ -60,12 +55,17 @@ NEWER = FORMAT_VERSION + 1
 @pytest.fixture(scope="module")
 def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The previous release's `layer/` folder, from the repository's history."""
-    commit = os.environ["PREVIOUS_RELEASE"]
-    archive = subprocess.run(
+    commit = os.environ.get("PREVIOUS_RELEASE") or RELEASE_FILE.read_text().strip()
+    found = subprocess.run(
         ["git", "-C", str(ROOT), "archive", commit, "layer/lambda_idempotency"],
         capture_output=True,
-        check=True,
-    ).stdout
+        check=False,
+    )
+    assert found.returncode == 0, (
+        f"the previous release {commit} is not in this clone's history "
+        f"(a shallow clone: `make compat-previous` fetches it): {found.stderr.decode()[-300:]}"
+    )
+    archive = found.stdout
     root = tmp_path_factory.mktemp("previous-release")
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(root, filter="data")
