@@ -4,9 +4,9 @@ this checkout and the previous release, each in a process of its own.
 The previous release is the commit `tests/compat/PREVIOUS_RELEASE` names (the release's
 full commit id, since a clone need not carry tags; the variable PREVIOUS_RELEASE overrides
 it), taken from the repository's own history with `git archive` and imported from there
-by `previous_driver.py`, in a subprocess whose PYTHONPATH holds only that tree (the runtime dependencies are the
-virtualenv's, the same for both). `make test` runs this module (`make
-compat-previous` alone); a clone without that commit fails it, saying so.
+by `previous_driver.py`, in a subprocess whose PYTHONPATH holds only that tree (the
+runtime dependencies are the virtualenv's, the same for both). `make test` runs this
+module (`make compat-previous` alone); a clone without that commit fails it, saying so.
 
 Both ways, every kind of record (`catalogue.RESULTS`: plain JSON, None, tuples, typed keys,
 Decimal and long integers, a "not stored" marker, a chunked result, a release's tombstone,
