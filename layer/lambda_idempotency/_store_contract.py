@@ -28,9 +28,14 @@ What every method promises:
 - **Nothing read is trusted**, and no raw key or payload reaches an error message: `pk` is
   already the hashed key.
 
-Records are `_record.Record` values; `Status` has three values, and RELEASED (a tombstone
-fenced on the released claim's token, `lease_until` = when it was released) counts as
-absent for every other claim once its time has passed.
+Records are `_record.Record` values, read back as they were written: `pk` (the hashed key),
+`status`, `expiration` (epoch s), `lease_until` (epoch ms; for a RELEASED tombstone, when it
+was released), `owner`, `payload_hash`, `result` (the packed result, or the store's pointer
+to its parts: `load_result` reads either), `claimed_at` and `completed_at` (epoch ms, None
+where a layout does not keep them). `Record.frees_at_ms(skew_ms)` is the first millisecond
+a claim of a held key is granted: a store's conditions must agree with it to the
+millisecond (Retry-After and waiters go by it). RELEASED counts as absent for every other
+claim from its release on; a layout without tombstones deletes the record instead.
 
 This module is imported only for type checking and by tests: the runtime import path
 (`from lambda_idempotency import idempotent, DynamoDBStore`) does not load it.

@@ -10,6 +10,8 @@ import secrets
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lambda_idempotency import IdempotencyError, Status
 from lambda_idempotency._encoding import encode
@@ -161,6 +163,32 @@ def test_an_expired_record_is_absent_to_a_claim_past_the_skew_and_read_as_stored
     assert record is None or record.is_expired(expired, SKEW)
     won, _ = claim(store, pk, owner(), expired)
     assert won
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lease_ms=st.integers(1, 120_000),
+    ttl_s=st.integers(0, 120),
+    skew_ms=st.integers(0, 5_000),
+)
+def test_a_held_key_frees_exactly_when_its_record_says(
+    store: IdempotencyStore, lease_ms: int, ttl_s: int, skew_ms: int
+) -> None:
+    """`Record.frees_at_ms` (what Retry-After and waiters go by) is the store's own answer:
+    a claim a millisecond before it is refused, one at it is granted, whichever of the
+    lease and the expiration ends first, whatever the skew allowance."""
+    pk = key(store, secrets.token_hex(8))
+    now = T + 123  # not on a whole second
+    claim(store, pk, owner(), now, lease_until_ms=now + lease_ms, expiration_s=now // 1000 + ttl_s)
+    record = store.get(pk)
+    assert record is not None
+    frees = record.frees_at_ms(skew_ms)
+
+    early, held = claim(store, pk, owner(), frees - 1, skew_ms=skew_ms)
+    on_time, _ = claim(store, pk, owner(), frees, skew_ms=skew_ms)
+
+    assert (early, on_time) == (False, True)
+    assert held == record
 
 
 def test_a_release_frees_the_key_and_a_stale_release_is_refused(
