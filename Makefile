@@ -9,8 +9,9 @@ export DYNAMODB_LOCAL_HOME := $(CURDIR)/.tools/dynamodb-local
 SAM_VENV := .tools/sam
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: setup demo test test-boto3-path package-check compat-previous lint bench reliability nightly \
-	sam-check mutate clean wire-lambda-botocore wire-awscrt bench-awscrt bench-lambda-botocore infra-check
+.PHONY: setup demo test test-fast bench-smoke test-boto3-path package-check compat-previous lint bench \
+	reliability nightly sam-check mutate clean wire-lambda-botocore wire-awscrt bench-awscrt \
+	bench-lambda-botocore infra-check
 
 ## $(call phase,WHAT,COMMAND): says what set-up is doing before a long quiet step, then how
 ## long it took (or that it failed), so a first `make setup` never sits silent for a minute.
@@ -39,14 +40,35 @@ setup: $(BIN)/.installed $(DYNAMODB_LOCAL_HOME)/.installed
 demo: setup
 	$(BIN)/lambda-idempotency run-samples
 
-## The whole test suite (unit tests on moto, integration tests on DynamoDB Local).
+## The whole test suite (unit tests on moto, integration tests on DynamoDB Local), but the
+## benchmark suite's end-to-end run (`make bench-smoke`). A test past its time limit fails
+## alone and the run ends with its summary; the 25 slowest tests are listed. Raise every limit
+## with PYTEST_ADDOPTS=--timeout=120 (0: none); see docs/testing.md, "Time limits".
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m 'not benchmark_suite' --durations=25
+
+## The fast tier, about a minute on an idle 2-core machine: the moto unit tests of the protocol's
+## steps and the DynamoDB Local tests of its conditions and promises (docs/testing.md, "The fast
+## tier", lists the planted faults it catches). For a quick check while working; not CI's run.
+FAST_TESTS := tests/unit/test_decorators.py tests/unit/test_store.py tests/unit/test_record.py \
+	tests/unit/test_cache.py tests/unit/test_execution.py tests/unit/test_keys.py \
+	tests/unit/test_tenant.py tests/unit/test_limits.py tests/unit/test_stored_bytes.py \
+	tests/unit/test_waiting.py \
+	tests/integration/test_protocol.py tests/integration/test_direct_promises.py \
+	tests/integration/test_tenants.py tests/integration/test_store.py \
+	tests/integration/test_failure_modes.py
+test-fast: setup
+	$(BIN)/python -m pytest -q $(FAST_TESTS)
+
+## The benchmark suite end to end at its smallest (every section once, numbers meaningless):
+## about a minute idle, more on a shared machine, so not in `make test`. CI runs it.
+bench-smoke: setup
+	$(BIN)/python -m pytest -q -m benchmark_suite tests/test_benchmarks_smoke.py
 
 ## The whole suite again with the fast wire path off (IDEMPOTENCY_FAST_WIRE=0): every request
 ## through the boto3 client, which is what a user who turns the path off runs.
 test-boto3-path: setup
-	IDEMPOTENCY_FAST_WIRE=0 $(BIN)/python -m pytest -q
+	IDEMPOTENCY_FAST_WIRE=0 $(BIN)/python -m pytest -q -m 'not benchmark_suite'
 
 ## The package as users install it: the wheel built, then installed with each extra alone
 ## (none, [cli], [testing], [durable]) in a fresh virtualenv under the temp folder, and that

@@ -23,6 +23,9 @@ from lambda_idempotency.testing import (
     create_idempotency_table,
 )
 
+# the suite's time limits: per-test signal, limits scaled from --timeout, a backstop
+pytest_plugins = ["tests.timeouts"]
+
 FakeContext = FakeLambdaContext
 __all__ = ["FakeClock", "FakeContext", "RoundTrips", "create_table", "local_client"]
 

@@ -19,6 +19,7 @@ from ._cache import ResultCache
 from ._callables import await_settled, call_settled, check_callable, is_coroutine_callable
 from ._clock import SYSTEM_CLOCK, Clock
 from ._errors import ConfigurationError
+from ._execution import MAX_EXTENSION_SECONDS, shown
 from ._keys import NATIVE_KEYS, Selector
 from ._protocol import DEFAULT_CLOCK_SKEW_SECONDS, Idempotency, Settings
 from ._record import InProgressPolicy, OnReplay
@@ -82,17 +83,24 @@ def build_engine(
         raise ConfigurationError(
             f"ttl_seconds must be a positive whole number, not {ttl_seconds!r}"
         )
-    if lease_seconds is not None and lease_seconds <= 0:
-        raise ConfigurationError(f"lease_seconds must be positive, not {lease_seconds!r}")
-    if max_wait_seconds is not None and max_wait_seconds < 0:
-        raise ConfigurationError(f"max_wait_seconds must not be negative, not {max_wait_seconds!r}")
+    if lease_seconds is not None and not _seconds(lease_seconds, MAX_EXTENSION_SECONDS, 0):
+        raise ConfigurationError(
+            "lease_seconds must be a finite number of seconds, more than 0 and at most "
+            f"{MAX_EXTENSION_SECONDS} (366 days, the longest a Lambda execution lives), "
+            f"not {shown(lease_seconds)}"
+        )
+    if max_wait_seconds is not None and not _seconds(max_wait_seconds, MAX_EXTENSION_SECONDS):
+        raise ConfigurationError(
+            "max_wait_seconds must be a finite number of seconds, not negative (None: no "
+            f"cap), not {shown(max_wait_seconds)}"
+        )
     if on_in_progress not in ("raise", "wait"):
         raise ConfigurationError(
             f"on_in_progress must be 'raise' or 'wait', not {on_in_progress!r}"
         )
-    if not 0 <= clock_skew_seconds <= 60:
+    if not _seconds(clock_skew_seconds, 60):
         raise ConfigurationError(
-            f"clock_skew_seconds must be between 0 and 60, not {clock_skew_seconds!r}"
+            f"clock_skew_seconds must be between 0 and 60, not {shown(clock_skew_seconds)}"
         )
     if cache_size < 0:
         raise ConfigurationError(f"cache_size must not be negative, not {cache_size!r}")
@@ -284,3 +292,14 @@ def _plain(value: Any) -> Any:
     if callable(model_dump) and not isinstance(value, type):
         return model_dump(mode="json")
     return value
+
+
+def _seconds(value: Any, most: float, above: float | None = None) -> bool:
+    """A duration a decorator can use: a number (not a bool), from 0 (or past `above`) to
+    `most`. NaN, infinity, a string and an int too large for a float fail here, at
+    decoration, not as a ValueError or OverflowError in every call."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if not 0 <= value <= most:  # False for NaN; compared before any float() of a huge int
+        return False
+    return above is None or value > above

@@ -36,6 +36,7 @@ class Execution:
     __slots__ = (
         "_closed",
         "_extender",
+        "_extending",
         "_failure",
         "_now",
         "answer_by_ms",
@@ -55,6 +56,9 @@ class Execution:
         self.writes: list[Mapping[str, Any]] = []
         self._extender: Callable[[float], int] | None = None
         """Set by the engine while it holds the key: writes a longer lease, fenced."""
+        self._extending = threading.Lock()
+        """One extension at a time (a heartbeat's thread, the handler): each reads the lease
+        the previous one wrote, so a later write never lands a shorter lease."""
         self._closed = False
         """Set by the engine when the call has returned (or raised): writes are taken."""
         self._now: Callable[[], int] | None = None
@@ -107,9 +111,9 @@ class Execution:
         when our lease lapsed and another caller took the key over: stop, the work is theirs
         now. Does nothing (None) when the call runs without a key (disabled, no key)."""
         _check_seconds("extend_lease", "seconds", seconds, 0.0)
-        if self._extender is None:
-            return None
-        return self._extender(seconds)
+        with self._extending:
+            extender = self._extender
+            return None if extender is None else extender(seconds)
 
     @contextmanager
     def heartbeat(self, every: float, extend_by: float) -> Iterator[None]:
@@ -123,8 +127,8 @@ class Execution:
         _check_seconds("heartbeat", "extend_by", extend_by, 0.0)
         if not every < extend_by:
             raise ConfigurationError(
-                f"heartbeat needs every < extend_by, so beats overlap (every={every!r}, "
-                f"extend_by={extend_by!r})"
+                f"heartbeat needs every < extend_by, so beats overlap (every={shown(every)}, "
+                f"extend_by={shown(extend_by)})"
             )
         stop = threading.Event()
         failure: list[BaseException] = []
@@ -161,17 +165,27 @@ def _check_seconds(method: str, name: str, seconds: Any, least: float) -> None:
     honoured = (
         not isinstance(seconds, bool)
         and isinstance(seconds, int | float)
+        and -MAX_EXTENSION_SECONDS <= seconds <= MAX_EXTENSION_SECONDS  # before a float of it
         and math.isfinite(seconds)
         and (seconds >= least if least else seconds > 0)
-        and seconds <= MAX_EXTENSION_SECONDS
     )
     if not honoured:
         low = f"at least {least}" if least else "more than 0"
         raise ConfigurationError(
             f"{method}: {name} must be a finite number of seconds, {low} and at most "
             f"{MAX_EXTENSION_SECONDS} (366 days, the longest a Lambda execution lives), "
-            f"not {seconds!r}"
+            f"not {shown(seconds)}"
         )
+
+
+def shown(value: Any) -> str:
+    """A refused value as an error message shows it: short, and never itself an error (an
+    int past the interpreter's digit limit cannot be turned into a string)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"an {type(value).__name__} too long to show"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _stopped(

@@ -190,7 +190,7 @@ def _process_tasks(endpoint: str, table: str, counters: str, start: Any, queue: 
     queue.put([repr(outcome) for outcome in asyncio.run(tasks())])
 
 
-@pytest.mark.timeout(STARTUP_SECONDS + 90)
+@pytest.mark.timeout_scale(4)  # startup (STARTUP_SECONDS), then answers
 def test_tasks_in_4_processes_one_key_one_run(
     dynamodb_local_endpoint: str, store: DynamoDBStore
 ) -> None:

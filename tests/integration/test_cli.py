@@ -517,7 +517,7 @@ def run_as_written(lines: list[str]) -> list[str]:
     return outputs
 
 
-@pytest.mark.timeout(240)  # a fresh process per line; a timeout would leave the JVM behind
+@pytest.mark.timeout_scale(6)  # a fresh process per line; on a timeout its finally stops the JVM
 def test_the_readme_local_block_runs_as_written() -> None:
     lines = shell_lines("README.md", "The same tool invokes one function")
     assert lines[0] == ".venv/bin/lambda-idempotency local --background"
@@ -532,7 +532,7 @@ def test_the_readme_local_block_runs_as_written() -> None:
     assert "released ChargeOrderFunction.app.lambda_handler#" in joined
 
 
-@pytest.mark.timeout(300)  # run-samples invokes every sample
+@pytest.mark.timeout_scale(7)  # run-samples invokes every sample
 def test_the_operations_guide_local_blocks_run_as_written() -> None:
     lines = shell_lines("docs/operations.md", "## Without Docker", "## Observability")
     assert len(lines) == 10 and lines[-1] == ".venv/bin/lambda-idempotency local stop"

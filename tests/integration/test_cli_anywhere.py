@@ -91,7 +91,7 @@ def shims(folder: Path) -> Path:
     return folder
 
 
-@pytest.mark.timeout(240)  # a JVM of its own; a timeout would leave it behind
+@pytest.mark.timeout_scale(6)  # a JVM of its own; a timeout would leave it behind
 def test_the_guide_lines_outside_a_sam_project_replay_and_find_the_record(
     tmp_path: Path,
 ) -> None:
@@ -152,7 +152,7 @@ def test_the_guide_lines_outside_a_sam_project_replay_and_find_the_record(
     assert "table orders-idem created, TTL on expiration" in shell.stderr
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout_scale(6)
 def test_local_print_env_prints_only_the_variables_and_runs_again(tmp_path: Path) -> None:
     port = free_port()
     environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}

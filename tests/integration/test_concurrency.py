@@ -152,7 +152,7 @@ def _process_caller(
         queue.put(("in_progress", exc.retry_after))
 
 
-@pytest.mark.timeout(STARTUP_SECONDS + 90)  # its own waits are bounded: startup, then answers
+@pytest.mark.timeout_scale(4)  # its own waits are bounded: startup, then answers
 @pytest.mark.parametrize("policy", ["raise", "wait"])
 def test_8_processes_one_key_one_run(
     dynamodb_local_endpoint: str, store: DynamoDBStore, policy: str

@@ -321,7 +321,7 @@ def cases(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
-@pytest.mark.timeout(180)  # 25 examples take about 12 s; more under the nightly profile
+@pytest.mark.timeout_scale(4)  # 25 examples take about 12 s; more under the nightly profile
 @given(case=cases())
 def test_any_namespace_and_result_completes_once_and_replays_equal(
     dynamodb_local_endpoint: str, case: dict[str, Any]

@@ -25,6 +25,7 @@ import functools
 import multiprocessing
 import os
 import signal
+import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterator
@@ -736,18 +737,24 @@ for _status in ("INPROGRESS", "EXPIRED"):
 
 @contextlib.contextmanager
 def deadline(seconds: float) -> Iterator[None]:
-    """Raise TrialTimeout in the main thread after `seconds` (between bytecodes)."""
+    """Raise TrialTimeout in the main thread after `seconds` (between bytecodes). The timer
+    is the one pytest-timeout's signal method uses for the test's own limit: that limit's
+    time left is set again afterwards."""
 
     def fire(signum: int, frame: Any) -> None:
         raise TrialTimeout(f"no answer within {seconds} s")
 
     previous = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)
+    started = time.monotonic()
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer:
+            left = outer - (time.monotonic() - started)
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.001))
 
 
 def run_trial(scenario: Scenario, endpoint: str) -> tuple[Trial, list[str]]:

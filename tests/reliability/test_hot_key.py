@@ -62,7 +62,7 @@ def call_at_once(handler: Any, callers: int) -> list[Any]:
     return answers
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout_scale(2)
 @pytest.mark.parametrize("share", [0.5, 0.75])
 def test_a_throttled_hot_key_runs_once_and_answers_everyone(
     store: DynamoDBStore, share: float

@@ -115,7 +115,7 @@ def table_args(moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch) -> tu
     return ("--table", moto_store.table_name)
 
 
-@pytest.mark.timeout(240 if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci" else 1800)
+@pytest.mark.timeout_scale(6 if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci" else 40)
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(stored=stored_items)
 @example(stored={"status": s("IN_PROGRESS"), "lease_until": n(NOW_MS + 600_000)})  # no expiration
