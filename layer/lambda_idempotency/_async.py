@@ -34,14 +34,16 @@ import contextvars
 import functools
 import threading
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _claiming, _completing, _execution, _observe, _replaying
 from ._clock import Clock, SystemClock
 from ._errors import DeferredResultError
 from ._execution import Execution
 from ._protocol import Idempotency, _disabled, new_execution
-from ._store import DynamoDBStore
+
+if TYPE_CHECKING:
+    from ._store_contract import IdempotencyStore
 
 T = TypeVar("T")
 Steps = Generator[float, None, Any]
@@ -120,7 +122,7 @@ async def _protected(
 
 async def _acquire(
     engine: Idempotency, execution: Execution, payload_hash: str | None, context: Any
-) -> tuple[DynamoDBStore, Any]:
+) -> tuple[IdempotencyStore, Any]:
     """The store and what `_claiming.acquire` returned. Cancelled meanwhile: a claim in
     flight is awaited, and released if it won; a wait between polls just stops."""
     steps = _claim_steps(engine, execution, payload_hash, context)
@@ -180,7 +182,7 @@ class _Step:
 
 def _claim_steps(
     engine: Idempotency, execution: Execution, payload_hash: str | None, context: Any
-) -> Generator[float, None, tuple[DynamoDBStore, Any]]:
+) -> Generator[float, None, tuple[IdempotencyStore, Any]]:
     store = engine.settings.store()  # the first call may build a client: off the loop too
     # The claim reads the clock in this worker thread, when it sends: however long it
     # queued for a worker, its lease is the invocation's whole remaining time.

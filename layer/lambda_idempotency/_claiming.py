@@ -22,10 +22,10 @@ from ._engine import Engine, remaining_ms
 from ._errors import InProgressError, LeaseLostError, NewerFormatError, StoreError
 from ._execution import Execution
 from ._record import Record, Status
-from ._store import DynamoDBStore
 
 if TYPE_CHECKING:
     from ._durable import DurableRun
+    from ._store_contract import IdempotencyStore
 
 MAX_REFUSALS_UNSEEN = 3
 """Claims refused by a record that then cannot be read (an endpoint that ignores
@@ -37,7 +37,7 @@ CLAIMED: Any = object()
 
 def acquire(
     engine: Engine,
-    store: DynamoDBStore,
+    store: IdempotencyStore,
     execution: Execution,
     payload_hash: str | None,
     context: Any,
@@ -82,7 +82,7 @@ def acquire(
 
 def claim(
     engine: Engine,
-    store: DynamoDBStore,
+    store: IdempotencyStore,
     execution: Execution,
     payload_hash: str | None,
     context: Any,
@@ -153,7 +153,7 @@ def _own_tombstone(held: Record, execution: Execution) -> bool:
 
 def retake(
     engine: Engine,
-    store: DynamoDBStore,
+    store: IdempotencyStore,
     execution: Execution,
     payload_hash: str | None,
     now: int,
@@ -187,7 +187,7 @@ def retake(
 
 def wait(
     engine: Engine,
-    store: DynamoDBStore,
+    store: IdempotencyStore,
     held: Record,
     payload_hash: str | None,
     deadline_ms: int,
@@ -244,7 +244,7 @@ def wait(
 
 def extend_lease(
     engine: Engine,
-    store: DynamoDBStore,
+    store: IdempotencyStore,
     execution: Execution,
     payload_hash: str | None,
     seconds: float,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _callables, _encoding
 from ._cache import CachedResult
@@ -23,7 +23,10 @@ from ._engine import Engine
 from ._errors import CompletionConflictError, DeferredResultError, LeaseLostError, StoreError
 from ._execution import Execution
 from ._record import Status
-from ._store import DynamoDBStore, StoredForm
+
+if TYPE_CHECKING:
+    from ._store import StoredForm
+    from ._store_contract import IdempotencyStore
 
 COMPLETION_FIRST_BACKOFF_SECONDS = 0.05
 COMPLETION_MAX_BACKOFF_SECONDS = 1.0
@@ -41,7 +44,7 @@ Sleeps = Generator[float, None, None]
 
 def finish(
     engine: Engine,
-    store: DynamoDBStore,
+    store: IdempotencyStore,
     execution: Execution,
     payload_hash: str | None,
     result: Any,
@@ -77,7 +80,7 @@ def encode(engine: Engine, execution: Execution, result: Any) -> _encoding.Encod
 
 def finish_encoded(
     engine: Engine,
-    store: DynamoDBStore,
+    store: IdempotencyStore,
     execution: Execution,
     payload_hash: str | None,
     encoded: _encoding.Encoded | None,
@@ -91,7 +94,7 @@ def finish_encoded(
 
 def complete(
     engine: Engine,
-    store: DynamoDBStore,
+    store: IdempotencyStore,
     execution: Execution,
     payload_hash: str | None,
     encoded: _encoding.Encoded,
@@ -215,7 +218,7 @@ def refused(engine: Engine, pk: str, exc: StoreError) -> _encoding.Encoded:
     return _encoding.Encoded(marker, None, False, problem)
 
 
-def completed_by(store: DynamoDBStore, execution: Execution) -> bool:
+def completed_by(store: IdempotencyStore, execution: Execution) -> bool:
     try:
         record = store.get(execution.key_hash or "")
     except StoreError:
@@ -225,7 +228,7 @@ def completed_by(store: DynamoDBStore, execution: Execution) -> bool:
     )
 
 
-def landed_after_all(engine: Engine, store: DynamoDBStore, execution: Execution) -> bool:
+def landed_after_all(engine: Engine, store: IdempotencyStore, execution: Execution) -> bool:
     """A completion transaction that failed on our side may still have committed (a lost
     answer, a timeout). Release only touches a record still IN_PROGRESS, so a commit that
     landed is never undone and re-run: if the release is refused, read what is there."""
@@ -237,7 +240,7 @@ def landed_after_all(engine: Engine, store: DynamoDBStore, execution: Execution)
     return landed
 
 
-def release(engine: Engine, store: DynamoDBStore, execution: Execution, *, reason: str) -> bool:
+def release(engine: Engine, store: IdempotencyStore, execution: Execution, *, reason: str) -> bool:
     """Delete our IN_PROGRESS record so a retry runs again. False if it was not ours to
     delete any more (taken over, or completed after all) or the delete failed."""
     pk, owner = execution.key_hash or "", execution.owner or ""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import _keys
 from ._cache import ResultCache
@@ -19,8 +19,10 @@ from ._clock import Clock
 from ._errors import KeyMissingError, PayloadMismatchError, ScopeMissingError
 from ._log import emit
 from ._record import OnReplay
-from ._store import DynamoDBStore
 from ._value import Value
+
+if TYPE_CHECKING:
+    from ._store_contract import IdempotencyStore
 
 DEFAULT_LEASE_SECONDS = 900.0
 """Without a Lambda context or `lease_seconds`: Lambda's longest timeout, so no invocation
@@ -39,7 +41,7 @@ class Settings(Value):
     key: Callable[[Any], Any]
     payload: Callable[[Any], Any] | None
     scope: Callable[[Any], Any] | None
-    store: Callable[[], DynamoDBStore]
+    store: Callable[[], IdempotencyStore]
     namespace: str
     ttl_seconds: int
     lease_seconds: float | None

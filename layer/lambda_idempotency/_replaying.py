@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _encoding
 from ._cache import CachedResult
 from ._engine import Engine
 from ._errors import STORED_RESULT_UNREADABLE, StoreError, unreadable
 from ._record import Record, ReplayInfo
-from ._store import DynamoDBStore
+
+if TYPE_CHECKING:
+    from ._store_contract import IdempotencyStore
 
 MISS: Any = object()
 """What `from_cache` returns when the cache has no result for the key."""
@@ -51,7 +53,7 @@ def from_cache(engine: Engine, pk: str, payload_hash: str | None, now_ms: int) -
     return replayed(engine, decode(engine, cached.document, cached.typed, pk), info)
 
 
-def replay(engine: Engine, store: DynamoDBStore, record: Record) -> Any:
+def replay(engine: Engine, store: IdempotencyStore, record: Record) -> Any:
     """The completed record's result, decoded before it is cached; a result that cannot
     be read (`StoredResultUnreadable`, logged with the key hash) never runs the handler."""
     try:

@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("_wire",),
     ("_store",),
     # what uses the store
-    ("_limits", "_durable"),
+    ("_limits", "_durable", "_store_contract"),
     ("_options",),
     # the protocol's steps, the engine that runs them in order, its driver for coroutines
     ("_engine",),

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
     from .._record import Record
     from .._store import DynamoDBStore
+    from .._store_contract import OperatorStore
     from .invoke import Invocation
     from .template import FunctionSpec, TableSpec, Template
 
@@ -512,7 +513,7 @@ def _no_table(store: DynamoDBStore, args: argparse.Namespace) -> CommandError:
     return CommandError(f"no table {store.table_name} at {where}{there}: {fix}")
 
 
-def _pk(args: argparse.Namespace, store: DynamoDBStore) -> str:
+def _pk(args: argparse.Namespace, store: OperatorStore) -> str:
     """The record's stored key: --pk as given, or --key (and --scope) hashed as the store's
     layout hashes them, so a Powertools table is found by the same key its functions use."""
     if args.pk is not None:
@@ -558,7 +559,7 @@ _DECODE_ERRORS = (
 """What decoding a record in a shape the library does not write may raise from below it."""
 
 
-def _read(store: DynamoDBStore, pk: str) -> Record | None:
+def _read(store: OperatorStore, pk: str) -> Record | None:
     """The record as stored, strongly consistent; a record that cannot be decoded is one line
     and EXIT_UNREADABLE, a call that failed a StoreError (EXIT_FAILED)."""
     try:
@@ -826,7 +827,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def stored_result(store: DynamoDBStore, record: Record) -> dict[str, Any]:
+def stored_result(store: OperatorStore, record: Record) -> dict[str, Any]:
     """The result a replay would return, decoded as the library decodes it, with its size
     as JSON; or why there is none. A result that cannot be decoded is a CommandError
     (EXIT_UNREADABLE); a failed call, a StoreError."""
@@ -869,7 +870,7 @@ def _cmd_stuck(args: argparse.Namespace) -> int:
         return _stuck(store, args)
 
 
-def _stuck(store: DynamoDBStore, args: argparse.Namespace) -> int:
+def _stuck(store: OperatorStore, args: argparse.Namespace) -> int:
     now = _now_ms()
     cutoff = now - int(args.older_than * 60_000)
     found: list[dict[str, Any]] = []

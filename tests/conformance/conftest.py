@@ -1,0 +1,216 @@
+"""The store conformance suite's fixtures: one `store_factory` per store under test.
+
+Every test in this package takes `store_factory` and runs once per factory: DynamoDB Local
+in the native layout, DynamoDB Local in Powertools' layout, and moto in the native layout.
+A store of your own runs the same tests: point IDEMPOTENCY_STORE_FACTORY at a
+`module:name` that is a `StoreFactory` (or a callable returning one, or a list of them), see
+docs/testing.md, "Conformance suite for a store of your own".
+
+A behaviour only some stores have is a capability the factory declares, and a test of it
+asserts what a store without it promises instead (a refusal, a deletion): nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from lambda_idempotency import DynamoDBStore
+from lambda_idempotency._store_contract import IdempotencyStore
+from lambda_idempotency.testing import FakeClock, create_idempotency_table
+
+TOMBSTONE = "tombstone"
+"""`release` leaves a RELEASED record carrying the released claim's token (a delayed copy of
+that claim cannot lock the key again); without it, `release` removes the record."""
+SCOPE = "scope"
+"""Keys carry a scope (tenant); without it, a decorator given `scope=` is refused."""
+OPERATORS = "operators"
+"""The store is an `OperatorStore`: `scan_stuck` and `release_version`."""
+ENLISTED_WRITES = "enlisted_writes"
+"""`write_completion(form, writes)` commits the caller's DynamoDB writes with the record."""
+CHUNKS = "chunks"
+"""Results past what one record holds are stored in parts (`stored_form(...).chunks`)."""
+
+CAPABILITIES = frozenset({TOMBSTONE, SCOPE, OPERATORS, ENLISTED_WRITES, CHUNKS})
+
+
+class StoreFactory:
+    """Fresh, empty stores of one kind, and what that kind can do.
+
+    `make()` returns a new store on its own empty table (keyspace, database) each call.
+    `capabilities` names what beyond the core contract the store keeps (the constants
+    above). With ENLISTED_WRITES, `enlisted_write(store, name)` returns one write the
+    store's `write_completion` accepts, and `written(store, name)` whether it landed."""
+
+    def __init__(
+        self,
+        name: str,
+        make: Callable[[], IdempotencyStore],
+        capabilities: frozenset[str] = frozenset(),
+        *,
+        enlisted_write: Callable[[Any, str], Mapping[str, Any]] | None = None,
+        written: Callable[[Any, str], bool] | None = None,
+    ) -> None:
+        unknown = capabilities - CAPABILITIES
+        if unknown:
+            raise ValueError(f"unknown {sorted(unknown)}; capabilities: {sorted(CAPABILITIES)}")
+        if ENLISTED_WRITES in capabilities and (enlisted_write is None or written is None):
+            raise ValueError("enlisted_writes needs enlisted_write= and written=")
+        self.name = name
+        self.make = make
+        self.capabilities = capabilities
+        self._enlisted_write = enlisted_write
+        self._written = written
+
+    def __call__(self) -> IdempotencyStore:
+        return self.make()
+
+    def has(self, capability: str) -> bool:
+        if capability not in CAPABILITIES:
+            raise ValueError(f"unknown capability {capability!r}")
+        return capability in self.capabilities
+
+    def enlisted_write(self, store: Any, name: str) -> Mapping[str, Any]:
+        assert self._enlisted_write is not None
+        return self._enlisted_write(store, name)
+
+    def written(self, store: Any, name: str) -> bool:
+        assert self._written is not None
+        return self._written(store, name)
+
+    def __repr__(self) -> str:
+        return f"StoreFactory({self.name!r})"
+
+
+# -- the DynamoDB stores ----------------------------------------------------------------------
+
+_tables = (f"conformance-{n}" for n in itertools.count())
+DYNAMODB = frozenset({OPERATORS, ENLISTED_WRITES, CHUNKS})
+
+
+def _business_put(store: Any, name: str) -> Mapping[str, Any]:
+    """A business item in the store's own table, keyed as its records are."""
+    key = store.names.pk
+    return {"Put": {"TableName": store.table_name, "Item": {key: {"S": f"business#{name}"}}}}
+
+
+def _business_written(store: Any, name: str) -> bool:
+    key = {store.names.pk: {"S": f"business#{name}"}}
+    return "Item" in store.client.get_item(TableName=store.table_name, Key=key, ConsistentRead=True)
+
+
+def _native(client: Any) -> DynamoDBStore:
+    return DynamoDBStore(create_idempotency_table(client, next(_tables)), client=client)
+
+
+def _powertools(client: Any) -> DynamoDBStore:
+    name = next(_tables)
+    client.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return DynamoDBStore(name, client=client, layout="powertools")
+
+
+def _dynamodb(
+    name: str, make: Callable[[], DynamoDBStore], capabilities: frozenset[str]
+) -> StoreFactory:
+    return StoreFactory(
+        name, make, capabilities, enlisted_write=_business_put, written=_business_written
+    )
+
+
+def _local_client(endpoint: str) -> Any:
+    import boto3
+
+    return boto3.client(
+        "dynamodb",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="local",
+        aws_secret_access_key="local",
+    )
+
+
+def _local_native(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
+    client = _local_client(request.getfixturevalue("dynamodb_local_endpoint"))
+    yield _dynamodb("dynamodb-local-native", lambda: _native(client), DYNAMODB | {TOMBSTONE, SCOPE})
+
+
+def _local_powertools(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
+    client = _local_client(request.getfixturevalue("dynamodb_local_endpoint"))
+    yield _dynamodb("dynamodb-local-powertools", lambda: _powertools(client), DYNAMODB)
+
+
+def _moto_native(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        client = boto3.client(
+            "dynamodb",
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        yield _dynamodb("moto-native", lambda: _native(client), DYNAMODB | {TOMBSTONE, SCOPE})
+
+
+BUILT_IN: dict[str, Callable[[pytest.FixtureRequest], Iterator[StoreFactory]]] = {
+    "dynamodb-local-native": _local_native,
+    "dynamodb-local-powertools": _local_powertools,
+    "moto-native": _moto_native,
+}
+
+FACTORY_VARIABLE = "IDEMPOTENCY_STORE_FACTORY"
+
+
+def _given() -> list[StoreFactory] | None:
+    """The factories named by IDEMPOTENCY_STORE_FACTORY (`module:name`), if set."""
+    spec = os.environ.get(FACTORY_VARIABLE)
+    if not spec:
+        return None
+    module, _, name = spec.partition(":")
+    found: Any = getattr(importlib.import_module(module), name or "store_factory")
+    if callable(found) and not isinstance(found, StoreFactory):
+        found = found()
+    factories = [found] if isinstance(found, StoreFactory) else list(found)
+    if not factories or not all(isinstance(f, StoreFactory) for f in factories):
+        raise TypeError(f"{FACTORY_VARIABLE}={spec} names no StoreFactory")
+    return factories
+
+
+_GIVEN = _given()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "store_factory" in metafunc.fixturenames:
+        names = list(BUILT_IN) if _GIVEN is None else [f.name for f in _GIVEN]
+        metafunc.parametrize("store_factory", names, indirect=True)
+
+
+@pytest.fixture
+def store_factory(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
+    """The factory of the store under test (one parameter per store)."""
+    if _GIVEN is not None:
+        yield next(f for f in _GIVEN if f.name == request.param)
+        return
+    yield from BUILT_IN[request.param](request)
+
+
+@pytest.fixture
+def store(store_factory: StoreFactory) -> IdempotencyStore:
+    """A fresh, empty store of the kind under test."""
+    return store_factory()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
