@@ -143,12 +143,6 @@ HOLDERS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a coroutine nested in a plain object, a SimpleNamespace, a deque or a UserDict "
-    "is not found: the key completes with a 'not stored' marker for a charge that never "
-    "happened, and the fixed retry gets ResultNotSerializableError instead of running",
-)
 @pytest.mark.parametrize("holder", list(HOLDERS))
 def test_a_forgotten_await_inside_any_holder_releases_the_key(
     store: DynamoDBStore, holder: str
