@@ -39,6 +39,7 @@ class Execution:
         "_extending",
         "_failure",
         "_now",
+        "_released",
         "answer_by_ms",
         "claimed_at_ms",
         "key_hash",
@@ -66,6 +67,9 @@ class Execution:
         self._failure: BaseException | None = None
         """Why a heartbeat stopped holding the key: the engine raises it when the call
         returns, so a call whose key may have been taken over completes nothing."""
+        self._released = False
+        """Set when an extension found our own tombstone (an operator forced a release):
+        no lease is held since, so none can lapse; the completion's owner fence decides."""
 
     def __repr__(self) -> str:
         return f"Execution(key_hash={self.key_hash!r}, writes={len(self.writes)})"
@@ -109,7 +113,10 @@ class Execution:
         write fenced on our claim, so no other caller takes it over and waiters keep waiting.
         Returns the new lease end (epoch ms); never shortens the lease. Raises LeaseLostError
         when our lease lapsed and another caller took the key over: stop, the work is theirs
-        now. Does nothing (None) when the call runs without a key (disabled, no key)."""
+        now. After an operator released the key (`release --force`), nothing is written and
+        the lease end is returned unchanged: the call goes on, and its completion stands
+        unless another caller claimed the key since. Does nothing (None) when the call runs
+        without a key (disabled, no key)."""
         _check_seconds("extend_lease", "seconds", seconds, 0.0)
         with self._extending:
             extender = self._extender
@@ -205,7 +212,8 @@ def _stopped(
         lost.__cause__ = error
         return lost
     now, lease_until = execution._now, execution.lease_until_ms
-    if now is not None and lease_until is not None and now() > lease_until:
+    released = execution._released  # no lease held since: none to lapse
+    if not released and now is not None and lease_until is not None and now() > lease_until:
         lost = LeaseLostError(
             "the heartbeat did not hold the key: the lease lapsed before the block ended, "
             "and another caller may have taken it over",
