@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -40,6 +41,7 @@ class Execution:
         "_failure",
         "_now",
         "_released",
+        "_unsettled",
         "answer_by_ms",
         "claimed_at_ms",
         "key_hash",
@@ -67,6 +69,10 @@ class Execution:
         self._failure: BaseException | None = None
         """Why a heartbeat stopped holding the key: the engine raises it when the call
         returns, so a call whose key may have been taken over completes nothing."""
+        self._unsettled: list[Callable[[], None]] | None = None
+        """Set to a list by the async driver: a heartbeat whose beat is still in flight when
+        its block ends on the event loop leaves its join here, for the driver to run in a
+        worker thread before it completes (`settle_beats`), rather than block the loop."""
         self._released = False
         """Set when an extension found our own tombstone (an operator forced a release):
         no lease is held since, so none can lapse; the completion's owner fence decides."""
@@ -129,7 +135,9 @@ class Execution:
         next one. The heartbeat never stops silently: if it stopped holding the key for any
         reason (the key lost, a refused write, an error in its thread, the lease lapsed
         between beats), the block ends with LeaseLostError (or the StoreError that stopped
-        it), and so does the protected call, which then completes nothing."""
+        it), and so does the protected call, which then completes nothing. In a coroutine, a
+        beat still in flight when the block ends is waited for by the call, off the loop: if
+        it lost the key, the call (not the block) ends with the error."""
         _check_seconds("heartbeat", "every", every, MIN_BEAT_SECONDS)
         _check_seconds("heartbeat", "extend_by", extend_by, 0.0)
         if not every < extend_by:
@@ -153,16 +161,34 @@ class Execution:
             except BaseException as exc:  # anything that ends the beats is reported
                 failure.append(exc)
 
+        def settle() -> None:
+            thread.join()
+            self._failure = self._failure or _stopped(self, failure, missed)
+
         thread = threading.Thread(target=beat, name="lambda-idempotency-heartbeat", daemon=True)
         thread.start()
         try:
             yield
         finally:
             stop.set()
-            thread.join()
-            self._failure = self._failure or _stopped(self, failure, missed)
+            if self._unsettled is not None and thread.is_alive() and _on_a_loop():
+                self._unsettled.append(settle)  # the driver joins it off the loop
+            else:
+                settle()
         if self._failure is not None:
             raise self._failure
+
+    def settle_beats(self) -> None:
+        """Wait for the beats still in flight when their heartbeat blocks ended (see
+        `_unsettled`), and record why they stopped holding the key, if they did."""
+        while self._unsettled:
+            self._unsettled.pop()()
+
+
+def _on_a_loop() -> bool:
+    """This thread runs an event loop (asyncio is imported wherever one could)."""
+    asyncio = sys.modules.get("asyncio")
+    return asyncio is not None and asyncio._get_running_loop() is not None
 
 
 def _check_seconds(method: str, name: str, seconds: Any, least: float) -> None:

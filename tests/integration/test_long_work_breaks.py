@@ -252,11 +252,6 @@ def test_a_running_durable_execution_with_a_heartbeat_completes_over_a_forced_re
     assert ledger.charges == ["f-2"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a coroutine's heartbeat block joins its beat thread on the event loop: a beat in "
-    "flight (slow, or botocore retrying a throttle) blocks every other task for its duration",
-)
 def test_a_coroutines_heartbeat_never_blocks_the_loop_on_a_beat_in_flight(
     store: DynamoDBStore,
 ) -> None:
