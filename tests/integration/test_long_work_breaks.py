@@ -1,6 +1,6 @@
-"""Attacks on long work that broke a promise: each is a strict xfail, left for a fix.
+"""Attacks on long work that broke a promise, each fixed since (they were strict xfails).
 
-Each counts the effects; the reason says the promise and what happened instead."""
+Each counts the effects; its docstring says the promise and what happened before the fix."""
 
 from __future__ import annotations
 
