@@ -93,9 +93,12 @@ async def _protected(
         engine, store, execution, payload_hash, seconds
     )
     execution._now = engine.settings.clock.now_ms
+    execution._unsettled = []
     token = _execution.activate(execution)
     try:
         result = await call()
+        if execution._unsettled:  # a beat in flight when its block ended: off the loop
+            await _to_the_end(execution.settle_beats)
         if execution._failure is not None:
             raise execution._failure  # a heartbeat lost the key: complete nothing
     except GeneratorExit:

@@ -266,6 +266,14 @@ def extend_lease(
     except StoreError as exc:
         engine._count("store_error", logging.ERROR, pk, step="extend_lease", code=exc.code)
         raise
+    if not extended and held is not None and _own_tombstone(held, execution):
+        # An operator released the key while we run (`release --force`, `--force-durable`):
+        # the key is free for anyone meanwhile, as they meant, and we go on without a lease.
+        # Our completion lands over our own tombstone (fenced on our owner) unless someone
+        # claimed since; a later extension then finds their claim: LeaseLostError.
+        execution._released = True
+        engine._count("lease_released", logging.WARNING, pk, step="extend_lease")
+        return execution.lease_until_ms or now
     if not extended:
         engine._count("lease_lost", logging.WARNING, pk, step="extend_lease")
         status = "no record" if held is None else held.status.value

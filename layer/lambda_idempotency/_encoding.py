@@ -38,7 +38,7 @@ import sys
 import types
 import typing
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator, Mapping
 from types import AsyncGeneratorType, CoroutineType, GeneratorType
 from typing import Any
 
@@ -203,32 +203,86 @@ def _not_stored(reason: str, detail: str, result: Any = None) -> Encoded:
     return Encoded(not_stored_marker(reason, detail), None, False, f"{reason}: {detail}")
 
 
+MAX_LOOK_DEPTH = 100
+"""How deep `deferred_in` looks: past any result the encoder could store (it stops at
+Python's recursion limit), and a bound on an object graph reached through attributes."""
+_NOT_WALKED = (str, bytes, bytearray, memoryview, range, type, types.ModuleType)
+"""Collections and objects that hold no result still to come (or hold only code)."""
+
+
 def deferred_in(result: Any) -> tuple[Any, ...]:
-    """Every result still to come inside `result`, wherever the encoder looks: dict keys and
-    values, lists, tuples, sets, dataclass fields, pydantic model fields. Iterative, and each
-    container seen once (a cycle, a value shared)."""
+    """Every result still to come inside `result`: in dict keys and values, lists, tuples,
+    sets, dataclass fields, pydantic model fields, any other mapping or collection (a
+    deque, a UserDict) and an object's attributes (`vars()`, `__slots__`). An iterator
+    is never iterated (that would consume it): it is itself a result still to come.
+    Iterative, bounded in depth, each value seen once (a cycle, a value shared); a
+    container's own code that raises is passed by. Only a result that cannot be stored
+    pays for the look."""
     found: list[Any] = []
     seen: set[int] = set()
-    stack = [result]
+    stack: list[tuple[Any, int]] = [(result, 0)]
     while stack:
-        value = stack.pop()
+        value, depth = stack.pop()
         kind = type(value)
-        if kind in _PLAIN_SCALARS or kind is bytes or id(value) in seen:
+        if kind in _PLAIN_SCALARS or id(value) in seen or isinstance(value, _NOT_WALKED):
             continue
         seen.add(id(value))
         if deferred_kind(kind) is not None:
             found.append(value)
-        elif isinstance(value, dict):
-            stack.extend(value.keys())
-            stack.extend(value.values())
-        elif isinstance(value, list | tuple | set | frozenset):
-            stack.extend(value)
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            stack.extend(getattr(value, field.name, None) for field in dataclasses.fields(value))
-        elif isinstance(getattr(kind, "model_fields", None), dict):  # a pydantic model
-            with contextlib.suppress(Exception):  # a model's own code: never raise out
-                stack.extend(getattr(value, name, None) for name in kind.model_fields)
+        elif depth < MAX_LOOK_DEPTH:
+            stack.extend((inner, depth + 1) for inner in _held(value, kind))
     return tuple(found)
+
+
+def _held(value: Any, kind: type[Any]) -> list[Any]:
+    """The values `value` holds, for `deferred_in`."""
+    if isinstance(value, dict):
+        return [*value.keys(), *value.values()]
+    if isinstance(value, list | tuple | set | frozenset):
+        return list(value)
+    if dataclasses.is_dataclass(value):
+        return [getattr(value, field.name, None) for field in dataclasses.fields(value)]
+    with contextlib.suppress(Exception):  # the user's own code: never raise out
+        if isinstance(getattr(kind, "model_fields", None), dict):  # a pydantic model
+            return [getattr(value, name, None) for name in kind.model_fields]
+        if isinstance(value, Mapping):
+            return [*value.keys(), *value.values()]
+        if isinstance(value, Collection):  # not an iterator: deferred_kind took those
+            return list(value)
+        if not _runtime(value):
+            return [*_attributes(value, kind)]
+    return []
+
+
+def _runtime(value: Any) -> bool:
+    """An event loop, a thread, an executor: reached through an attribute, their insides
+    (the loop's own tasks, an executor's queued work) are no part of the result, and must
+    not be cancelled as if they were. Only modules already imported can have made one."""
+    for module, names in _RUNTIME:
+        found = sys.modules.get(module)
+        for name in names if found is not None else ():
+            cls = getattr(found, name, None)
+            if isinstance(cls, type) and isinstance(value, cls):
+                return True
+    return False
+
+
+_RUNTIME = (
+    ("asyncio", ("AbstractEventLoop",)),
+    ("threading", ("Thread",)),
+    ("concurrent.futures", ("Executor",)),
+    ("logging", ("Logger",)),
+)
+
+
+def _attributes(value: Any, kind: type[Any]) -> Iterator[Any]:
+    """An object's attribute values: its `__dict__` and its `__slots__`."""
+    yield from getattr(value, "__dict__", {}).values()
+    for cls in kind.__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__"):
+                yield getattr(value, name, None)
 
 
 KINDS_KEPT = 256

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -39,6 +40,8 @@ class Execution:
         "_extending",
         "_failure",
         "_now",
+        "_released",
+        "_unsettled",
         "answer_by_ms",
         "claimed_at_ms",
         "key_hash",
@@ -66,6 +69,13 @@ class Execution:
         self._failure: BaseException | None = None
         """Why a heartbeat stopped holding the key: the engine raises it when the call
         returns, so a call whose key may have been taken over completes nothing."""
+        self._unsettled: list[Callable[[], None]] | None = None
+        """Set to a list by the async driver: a heartbeat whose beat is still in flight when
+        its block ends on the event loop leaves its join here, for the driver to run in a
+        worker thread before it completes (`settle_beats`), rather than block the loop."""
+        self._released = False
+        """Set when an extension found our own tombstone (an operator forced a release):
+        no lease is held since, so none can lapse; the completion's owner fence decides."""
 
     def __repr__(self) -> str:
         return f"Execution(key_hash={self.key_hash!r}, writes={len(self.writes)})"
@@ -109,7 +119,10 @@ class Execution:
         write fenced on our claim, so no other caller takes it over and waiters keep waiting.
         Returns the new lease end (epoch ms); never shortens the lease. Raises LeaseLostError
         when our lease lapsed and another caller took the key over: stop, the work is theirs
-        now. Does nothing (None) when the call runs without a key (disabled, no key)."""
+        now. After an operator released the key (`release --force`), nothing is written and
+        the lease end is returned unchanged: the call goes on, and its completion stands
+        unless another caller claimed the key since. Does nothing (None) when the call runs
+        without a key (disabled, no key)."""
         _check_seconds("extend_lease", "seconds", seconds, 0.0)
         with self._extending:
             extender = self._extender
@@ -122,7 +135,9 @@ class Execution:
         next one. The heartbeat never stops silently: if it stopped holding the key for any
         reason (the key lost, a refused write, an error in its thread, the lease lapsed
         between beats), the block ends with LeaseLostError (or the StoreError that stopped
-        it), and so does the protected call, which then completes nothing."""
+        it), and so does the protected call, which then completes nothing. In a coroutine, a
+        beat still in flight when the block ends is waited for by the call, off the loop: if
+        it lost the key, the call (not the block) ends with the error."""
         _check_seconds("heartbeat", "every", every, MIN_BEAT_SECONDS)
         _check_seconds("heartbeat", "extend_by", extend_by, 0.0)
         if not every < extend_by:
@@ -146,16 +161,34 @@ class Execution:
             except BaseException as exc:  # anything that ends the beats is reported
                 failure.append(exc)
 
+        def settle() -> None:
+            thread.join()
+            self._failure = self._failure or _stopped(self, failure, missed)
+
         thread = threading.Thread(target=beat, name="lambda-idempotency-heartbeat", daemon=True)
         thread.start()
         try:
             yield
         finally:
             stop.set()
-            thread.join()
-            self._failure = self._failure or _stopped(self, failure, missed)
+            if self._unsettled is not None and thread.is_alive() and _on_a_loop():
+                self._unsettled.append(settle)  # the driver joins it off the loop
+            else:
+                settle()
         if self._failure is not None:
             raise self._failure
+
+    def settle_beats(self) -> None:
+        """Wait for the beats still in flight when their heartbeat blocks ended (see
+        `_unsettled`), and record why they stopped holding the key, if they did."""
+        while self._unsettled:
+            self._unsettled.pop()()
+
+
+def _on_a_loop() -> bool:
+    """This thread runs an event loop (asyncio is imported wherever one could)."""
+    asyncio = sys.modules.get("asyncio")
+    return asyncio is not None and asyncio._get_running_loop() is not None
 
 
 def _check_seconds(method: str, name: str, seconds: Any, least: float) -> None:
@@ -205,7 +238,8 @@ def _stopped(
         lost.__cause__ = error
         return lost
     now, lease_until = execution._now, execution.lease_until_ms
-    if now is not None and lease_until is not None and now() > lease_until:
+    released = execution._released  # no lease held since: none to lapse
+    if not released and now is not None and lease_until is not None and now() > lease_until:
         lost = LeaseLostError(
             "the heartbeat did not hold the key: the lease lapsed before the block ended, "
             "and another caller may have taken it over",

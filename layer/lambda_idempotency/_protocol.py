@@ -28,6 +28,7 @@ from ._engine import (
     Engine,
     Settings,
 )
+from ._errors import StoreError
 from ._execution import Execution
 from ._record import OnReplay
 from ._store import OWNER_CHARS
@@ -78,7 +79,15 @@ class Idempotency(Engine):
         execution = new_execution(pk, durable)
         sleep = self.settings.clock.sleep
         steps = _claiming.acquire(self, store, execution, payload_hash, context, durable)
-        replay = drive(steps, sleep)
+        try:
+            replay = drive(steps, sleep)
+        except StoreError as exc:
+            if durable is not None and durable.ends_execution(exc):
+                # A later invocation of a durable execution holds the key from an earlier
+                # one: a failed claim fails the execution, and what fails it frees its key
+                # (fenced on the execution: lands only if the record is still its own).
+                _completing.release(self, store, execution, reason="claim failed")
+            raise
         if replay is not _claiming.CLAIMED:
             return replay  # type: ignore[no-any-return]
 

@@ -260,3 +260,88 @@ class _Body:
 
     def stream(self, **_: Any) -> Any:
         yield self.data
+
+
+def test_an_extension_after_a_forced_release_goes_on_and_its_result_stands(
+    store: DynamoDBStore, dynamodb_local_endpoint: str
+) -> None:
+    """operations.md: a holder still running when an operator forces its release completes
+    over the tombstone, and its result stands. Its extension finds its own tombstone: that
+    is no lost lease; nothing is written and the lease end comes back unchanged."""
+    from tests.integration.test_long_work_breaks import release_cli
+
+    exports: list[str] = []
+
+    @idempotent(store=store, key="id", payload=None, lease_seconds=30, cache_size=0)
+    def export(event: dict[str, Any], context: Any) -> str:
+        exports.append("exported")
+        execution = current_execution()
+        before = execution.lease_until_ms
+        assert release_cli(store, dynamodb_local_endpoint, execution.key_hash or "", "--force") == 0
+        assert execution.extend_lease(60) == before
+        assert record_of(store, export, "r-1").status is Status.RELEASED  # nothing written
+        return "exported"
+
+    assert export({"id": "r-1"}, None) == "exported"
+    assert export({"id": "r-1"}, None) == "exported"  # replayed
+    assert exports == ["exported"]
+    assert record_of(store, export, "r-1").status is Status.COMPLETED
+
+
+def test_a_claim_after_a_forced_release_wins_and_the_old_holders_result_is_refused(
+    store: DynamoDBStore, dynamodb_local_endpoint: str
+) -> None:
+    """The fence stays: after the release, a new caller claims and completes; the old
+    holder's next extension is LeaseLostError, its completion is refused, and the one
+    stored result is the new caller's."""
+    from tests.integration.test_long_work_breaks import release_cli
+
+    runs: list[str] = []
+    lost: list[LeaseLostError] = []
+
+    @idempotent(store=store, key="id", payload=None, lease_seconds=30, cache_size=0)
+    def export(event: dict[str, Any], context: Any) -> str:
+        runs.append(event["who"])
+        if event["who"] == "first":
+            pk = current_execution().key_hash or ""
+            assert release_cli(store, dynamodb_local_endpoint, pk, "--force") == 0
+            second = threading.Thread(target=export, args=({"id": "r-2", "who": "second"}, None))
+            second.start()
+            second.join()
+            try:
+                current_execution().extend_lease(60)
+            except LeaseLostError as exc:
+                lost.append(exc)
+        return event["who"]
+
+    export({"id": "r-2", "who": "first"}, None)
+    assert len(lost) == 1
+    assert export({"id": "r-2", "who": "third"}, None) == "second"
+    assert runs == ["first", "second"]
+
+
+def test_an_async_heartbeat_outlasting_its_lease_after_a_forced_release_completes(
+    store: DynamoDBStore, dynamodb_local_endpoint: str
+) -> None:
+    """A coroutine holding its key with a heartbeat, released by an operator: its beats
+    write nothing since, and its block outlasts the last lease written; with no lease
+    held there is none to lapse, so it completes over its tombstone (once) and the
+    retry replays."""
+    import asyncio
+
+    from tests.integration.test_long_work_breaks import force_release
+
+    exports: list[str] = []
+
+    @idempotent(store=store, key="id", payload=None, lease_seconds=1, cache_size=0)
+    async def export(event: dict[str, Any], context: Any) -> str:
+        exports.append("exported")
+        with current_execution().heartbeat(every=0.2, extend_by=0.5):
+            pk = current_execution().key_hash or ""
+            await asyncio.to_thread(force_release, store, dynamodb_local_endpoint, pk, "--force")
+            await asyncio.sleep(1.5)  # past every lease written
+        return "exported"
+
+    assert asyncio.run(export({"id": "r-3"}, None)) == "exported"
+    assert asyncio.run(export({"id": "r-3"}, None)) == "exported"
+    assert exports == ["exported"]

@@ -420,6 +420,60 @@ def test_a_coroutines_heartbeat_refused_ends_its_call_with_the_error_even_if_cau
     assert effects == ["exported"]
 
 
+def test_a_beat_in_flight_when_a_coroutines_block_ends_is_awaited_off_the_loop_and_counts(
+    store: DynamoDBStore,
+) -> None:
+    """A coroutine's heartbeat block ends while a beat is in flight: the loop is not blocked
+    waiting for it (the call waits for it in a worker thread before completing), and when
+    that beat is refused the call still ends with the StoreError and stores nothing."""
+    store = one_attempt(store)
+    effects: list[str] = []
+    in_flight, block_ended = threading.Event(), threading.Event()
+
+    def hook(request: Any, **_: Any) -> Any:
+        if threading.current_thread().name == HEARTBEAT:
+            in_flight.set()
+            block_ended.wait(5)
+            threading.Event().wait(0.5)  # still in flight well after the block ended
+            return refused(request, "AccessDeniedException")
+        return None
+
+    store.client.meta.events.register("before-send.dynamodb", hook)
+
+    @idempotent(store=store, key="id", payload=None, lease_seconds=30, cache_size=0)
+    async def export(event: dict[str, Any], context: Any) -> str:
+        effects.append("exported")
+        with current_execution().heartbeat(every=0.05, extend_by=30):
+            while not in_flight.is_set():
+                await asyncio.sleep(0.01)
+            block_ended.set()
+        effects.append("after the block")  # the block itself ended without an error
+        return "ours"
+
+    async def scenario() -> float:
+        gaps: list[float] = []
+        done = asyncio.Event()
+
+        async def tick() -> None:
+            last = asyncio.get_running_loop().time()
+            while not done.is_set():
+                await asyncio.sleep(0.005)
+                now = asyncio.get_running_loop().time()
+                gaps.append(now - last)
+                last = now
+
+        ticker = asyncio.create_task(tick())
+        with pytest.raises(StoreError):
+            await export({"id": "a-2"}, None)
+        done.set()
+        await ticker
+        return max(gaps)
+
+    assert asyncio.run(scenario()) < 0.3
+    assert effects == ["exported", "after the block"]
+    assert record_of(store, export, "a-2").status is Status.RELEASED
+
+
 # -- 5. the completion's retry window follows the work ------------------------------------
 
 

@@ -529,3 +529,40 @@ def test_results_still_to_come_nested_anywhere_are_found_and_never_drained() -> 
     unstorable = encode({"lock": object()})
     assert plain.deferred == () and unstorable.deferred == ()
     assert unstorable.blob.startswith(NOT_STORED)
+
+
+class _Slotted:
+    __slots__ = ("held", "other")
+
+    def __init__(self, held: Any) -> None:
+        self.held, self.other = held, None
+
+
+def test_a_result_still_to_come_is_found_in_slots_and_cycles_and_no_iterator_is_consumed() -> None:
+    """deferred_in looks through `__slots__` and cycles, and takes an iterator for a result
+    still to come rather than draining it."""
+    from lambda_idempotency._encoding import deferred_in
+
+    iterator = iter([1, 2, 3])
+    slotted = _Slotted(iterator)
+    slotted.other = slotted  # a cycle
+    assert deferred_in([slotted]) == (iterator,)
+    assert list(iterator) == [1, 2, 3]
+
+
+def test_an_event_loop_an_object_holds_is_not_searched_for_its_tasks() -> None:
+    """A result that holds the running loop (through an attribute) is not walked into: the
+    loop's own tasks are no part of it, and must never be cancelled as if they were."""
+    import asyncio
+    import types
+
+    from lambda_idempotency._encoding import deferred_in
+
+    async def scenario() -> tuple[Any, ...]:
+        sleeper = asyncio.create_task(asyncio.sleep(0.05))
+        await asyncio.sleep(0)  # the sleeper's timer is on the loop now
+        found = deferred_in(types.SimpleNamespace(loop=asyncio.get_running_loop()))
+        await sleeper
+        return found
+
+    assert asyncio.run(scenario()) == ()
