@@ -1,0 +1,237 @@
+"""Second round of attacks on long work: forced releases of a running holder, results that
+cannot be stored holding something still to come, a durable run whose resumed claim fails,
+async heartbeats. Each counts the effects (how many times the protected body ran)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import logging
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pytest
+from aws_durable_execution_sdk_python.execution import InvocationStatus
+from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ReadTimeoutError
+
+from lambda_idempotency import (
+    DeferredResultError,
+    DynamoDBStore,
+    LeaseLostError,
+    current_execution,
+    idempotent,
+)
+from lambda_idempotency._record import Status
+from tests.integration.test_durable import (
+    Handler,
+    Ledger,
+    checkout,
+    error_type,
+    finish,
+    record_key,
+    ship,
+    start,
+)
+from tests.integration.test_long_work_attacks import Refusal, one_attempt, record_of, target
+from tests.integration.test_long_work_breaks import force_release, release_cli
+
+pytestmark = pytest.mark.dynamodb_local
+
+HEARTBEAT = "lambda-idempotency-heartbeat"
+NOTHING_TO_RELEASE = 4
+
+
+@pytest.fixture
+def runner_for() -> Iterator[Callable[[Handler], DurableFunctionTestRunner]]:
+    runners: list[DurableFunctionTestRunner] = []
+
+    def make(handler: Handler) -> DurableFunctionTestRunner:
+        runner = DurableFunctionTestRunner(handler=handler, poll_interval=0.05)
+        runner._executor.RETRY_BACKOFF_SECONDS = 0  # type: ignore[misc]  # retried at once
+        runners.append(runner)
+        return runner
+
+    yield make
+    for runner in runners:
+        runner.close()
+        runner._scheduler._loop.close()
+
+
+def in_thread(call: Callable[[], Any]) -> Any:
+    """Run `call` in another thread (another caller) and return what it returned/raised."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(call())
+        except BaseException as exc:  # the caller's outcome, whatever it is
+            out.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(30)
+    return out[0]
+
+
+# -- 1. a running holder whose key an operator releases --------------------------------------
+
+
+@pytest.mark.parametrize("beating", [False, True], ids=["no-heartbeat", "heartbeat"])
+def test_a_caller_claiming_after_a_forced_release_owns_the_one_stored_result(
+    store: DynamoDBStore, dynamodb_local_endpoint: str, beating: bool
+) -> None:
+    """operations.md: after `--force`, "only a retry that claims the key before the holder
+    completes runs alongside it"; "once another caller has claimed the key, the holder's next
+    extension raises LeaseLostError and its completion is refused". So B runs (a second,
+    documented effect), its result is the one stored, and C replays B's, never A's."""
+    effects: list[str] = []
+
+    @idempotent(store=store, key="id", payload=None, lease_seconds=30, cache_size=0)
+    def export(event: dict[str, Any], context: Any) -> str:
+        who = event["who"]
+        effects.append(who)
+        if who != "a":
+            return who
+        beats = current_execution().heartbeat(0.05, 30) if beating else contextlib.nullcontext()
+        with beats:
+            force_release(
+                store, dynamodb_local_endpoint, current_execution().key_hash or "", "--force"
+            )
+            assert in_thread(lambda: export({"id": "r-1", "who": "b"}, None)) == "b"
+            time.sleep(0.3)  # the next beats meet B's record
+        return who
+
+    outcome = in_thread(lambda: export({"id": "r-1", "who": "a"}, None))
+    if beating:
+        assert isinstance(outcome, LeaseLostError)
+    else:
+        assert outcome == "a"  # its effect happened; its completion was refused
+    assert export({"id": "r-1", "who": "c"}, None) == "b"
+    assert effects == ["a", "b"]
+
+
+def test_extend_lease_after_a_forced_release_holds_nothing_and_the_holder_completes(
+    store: DynamoDBStore, dynamodb_local_endpoint: str
+) -> None:
+    """operations.md: an extension that finds its own tombstone writes nothing (the key stays
+    free) and is no lost lease; the holder completes over the tombstone, retries replay it.
+    A second forced release in a row finds nothing to release (exit 4)."""
+    effects: list[str] = []
+
+    @idempotent(store=store, key="id", payload=None, lease_seconds=30, cache_size=0)
+    def export(event: dict[str, Any], context: Any) -> str:
+        effects.append("exported")
+        execution = current_execution()
+        pk = execution.key_hash or ""
+        force_release(store, dynamodb_local_endpoint, pk, "--force")
+        before = execution.lease_until_ms
+        assert execution.extend_lease(600) == before  # nothing written
+        assert release_cli(store, dynamodb_local_endpoint, pk, "--force") == NOTHING_TO_RELEASE
+        record = store.get(pk)
+        assert record is not None and record.status is Status.RELEASED
+        execution.extend_lease(600)
+        return "exported"
+
+    assert export({"id": "r-2"}, None) == "exported"
+    assert export({"id": "r-2"}, None) == "exported"
+    assert effects == ["exported"]
+
+
+def test_a_holder_released_twice_around_another_callers_claim_never_stores_its_result(
+    store: DynamoDBStore, dynamodb_local_endpoint: str
+) -> None:
+    """Two forced releases in a row with a caller in between: A is released, B claims, B is
+    released too (its own tombstone), then A completes. A's completion is fenced on its own
+    owner, so it must not land over B's tombstone; B completes over its own; C replays B."""
+    effects: list[str] = []
+    b_claimed, a_done = threading.Event(), threading.Event()
+
+    @idempotent(store=store, key="id", payload=None, lease_seconds=30, cache_size=0)
+    def export(event: dict[str, Any], context: Any) -> str:
+        who = event["who"]
+        effects.append(who)
+        pk = current_execution().key_hash or ""
+        if who == "a":
+            force_release(store, dynamodb_local_endpoint, pk, "--force")
+            b = threading.Thread(target=lambda: export({"id": "r-3", "who": "b"}, None))
+            b.start()
+            assert b_claimed.wait(10)
+            force_release(store, dynamodb_local_endpoint, pk, "--force")  # B's claim
+            a_done.set()
+            outcome[1] = b
+        if who == "b":
+            b_claimed.set()
+            assert a_done.wait(10)
+            time.sleep(0.5)  # A completes first
+        return who
+
+    outcome: dict[int, Any] = {}
+    assert export({"id": "r-3", "who": "a"}, None) == "a"
+    record = record_of(store, export, "r-3")
+    assert record is not None and record.status is not Status.COMPLETED  # not A's result
+    outcome[1].join(10)
+    assert export({"id": "r-3", "who": "c"}, None) == "b"
+    assert effects == ["a", "b"]
+
+
+def test_an_async_holder_with_a_heartbeat_completes_over_a_forced_release(
+    store: DynamoDBStore, dynamodb_local_endpoint: str
+) -> None:
+    """The async form of operations.md's promise: a coroutine holder whose heartbeat meets
+    its own tombstone goes on and completes over it; the retry replays, one effect."""
+    effects: list[str] = []
+
+    @idempotent(store=store, key="id", payload=None, lease_seconds=30, cache_size=0)
+    async def export(event: dict[str, Any], context: Any) -> str:
+        effects.append("exported")
+        with current_execution().heartbeat(every=0.05, extend_by=30):
+            if len(effects) == 1:
+                pk = current_execution().key_hash or ""
+                await asyncio.to_thread(
+                    force_release, store, dynamodb_local_endpoint, pk, "--force"
+                )
+                await asyncio.sleep(0.3)  # the next beats meet the tombstone
+        return "exported"
+
+    async def scenario() -> tuple[str, str]:
+        return await export({"id": "r-4"}, None), await export({"id": "r-4"}, None)
+
+    assert asyncio.run(scenario()) == ("exported", "exported")
+    assert effects == ["exported"]
+
+
+def test_an_async_holder_whose_key_another_caller_claims_after_a_release_stores_nothing(
+    store: DynamoDBStore, dynamodb_local_endpoint: str
+) -> None:
+    """A coroutine holder, force-released; B (another container) claims and completes while
+    A beats. A's next beat finds B's record: A ends with LeaseLostError, B's result stands."""
+    effects: list[str] = []
+
+    @idempotent(store=store, key="id", payload=None, lease_seconds=30, cache_size=0)
+    async def export(event: dict[str, Any], context: Any) -> str:
+        who = event["who"]
+        effects.append(who)
+        if who == "a":
+            with current_execution().heartbeat(every=0.05, extend_by=30):
+                pk = current_execution().key_hash or ""
+                await asyncio.to_thread(
+                    force_release, store, dynamodb_local_endpoint, pk, "--force"
+                )
+                b = await asyncio.to_thread(
+                    in_thread, lambda: asyncio.run(export({"id": "r-5", "who": "b"}, None))
+                )
+                assert b == "b"
+                await asyncio.sleep(0.3)
+        return who
+
+    with pytest.raises(LeaseLostError):
+        asyncio.run(export({"id": "r-5", "who": "a"}, None))
+    assert asyncio.run(export({"id": "r-5", "who": "c"}, None)) == "b"
+    assert effects == ["a", "b"]
