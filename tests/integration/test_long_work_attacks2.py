@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import contextlib
+import itertools
+import logging
 import threading
 import time
 import warnings
@@ -274,7 +277,7 @@ def chain_with_index(deferred: Any) -> Any:
     """A linked list of 150 nodes also listed by index (nodes[i] is the i-th), the
     coroutine on the 100th: reachable 3 deep through the list, 101 deep along `next`."""
     nodes = [Node(i) for i in range(150)]
-    for here, after in zip(nodes, nodes[1:], strict=False):
+    for here, after in itertools.pairwise(nodes):
         here.next = after
     nodes[99].value = deferred
     return {"nodes": nodes, "head": nodes[0], "tags": {"unencodable"}}
@@ -299,7 +302,7 @@ def deferreds() -> dict[str, Callable[[], Any]]:
     return {
         "coroutine": charge,
         "generator": lines,
-        "future": lambda: __import__("concurrent.futures").futures.Future(),
+        "future": concurrent.futures.Future,
     }
 
 
@@ -375,3 +378,133 @@ def test_a_forgotten_await_three_deep_in_an_indexed_linked_list_frees_the_key(
     the depth bound without walking it, then skips it when the list reaches it 3 deep: the
     coroutine is not found and the key completes with a "not stored" marker, as above."""
     assert forgotten_await(store, chain_with_index) == ["o-1"]
+
+
+class Report:
+    """An unstorable result referring to the runtime it was built with."""
+
+    def __init__(self, **parts: Any) -> None:
+        self.__dict__.update(parts)
+
+
+def test_an_unstorable_result_holding_the_runtime_neither_hangs_nor_cancels_it(
+    store: DynamoDBStore,
+) -> None:
+    """A coroutine's result refers to the running loop, a live thread, a logger and a
+    200 000-object graph with a cycle. The call answers within 10 s (about 3 s here, the
+    look itself), the background task (not the result's) runs on, the thread lives, and the
+    result is treated as unstorable (one run: retries refused), never as still to come."""
+    runs: list[str] = []
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait, daemon=True)
+    worker.start()
+
+    @idempotent(store=store, key="id", cache_size=0)
+    async def handler(event: dict[str, Any], context: Any) -> Any:
+        runs.append("ran")
+        graph: list[Any] = [Report(i=i, tags={i}) for i in range(200_000)]
+        graph.append(graph)
+        return Report(
+            loop=asyncio.get_running_loop(),
+            thread=worker,
+            logger=logging.getLogger("app"),
+            graph=graph,
+        )
+
+    async def scenario() -> float:
+        async def background() -> None:
+            while True:
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(background())
+        started = time.monotonic()
+        await handler({"id": "u-1"}, None)
+        took = time.monotonic() - started
+        await asyncio.sleep(0.05)
+        assert not task.cancelled() and not task.done() and worker.is_alive()
+        task.cancel()
+        with contextlib.suppress(Exception):
+            await handler({"id": "u-1"}, None)
+        return took
+
+    try:
+        took = asyncio.run(scenario())
+    finally:
+        stop.set()
+    assert took < 10.0, took
+    assert runs == ["ran"]
+
+
+class Pool:
+    """An application's connection pool, built once per container, with a keep-alive task."""
+
+    def __init__(self) -> None:
+        self.keepalive = asyncio.ensure_future(self._beat())
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(0.01)
+
+
+def effects_of_returning(store: DynamoDBStore, part: Callable[[], Any]) -> list[str]:
+    """A sync handler sends (the effect) and returns an unstorable Report holding `part()`;
+    it is called twice with the same key. The sends that happened."""
+    sent: list[str] = []
+
+    @idempotent(store=store, key="id", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        sent.append("sent")
+        return Report(sent=True, tags={1}, part=part())
+
+    for _ in range(2):
+        with contextlib.suppress(Exception):
+            handler({"id": "u-2"}, None)
+    return sent
+
+
+@pytest.mark.xfail(strict=True, reason="a weakref proxy inside a boto3 client is an 'iterator'")
+def test_an_unstorable_result_holding_a_boto3_client_runs_once(store: DynamoDBStore) -> None:
+    """A result refers to the boto3 client the handler used (a common slip: returning the
+    "context" object). It cannot be stored: the key must complete as unstorable, one effect.
+    deferred_in walks the client's attributes and finds a weakref.proxy, whose type has
+    `__next__`: taken for an iterator still to come, the key is released with
+    DeferredResultError and the retry sends again (two effects)."""
+    assert effects_of_returning(store, lambda: store.client) == ["sent"]
+
+
+@pytest.mark.xfail(strict=True, reason="sys.stderr in a log handler is an 'iterator'")
+def test_an_unstorable_result_holding_a_log_handler_runs_once(store: DynamoDBStore) -> None:
+    """A result refers to a logging.StreamHandler (the look skips Loggers, not handlers):
+    its stream, sys.stderr, has `__next__`. Taken for an iterator still to come: the key is
+    released (DeferredResultError, "nothing was stored") and the retry sends again."""
+    assert effects_of_returning(store, logging.StreamHandler) == ["sent"]
+
+
+@pytest.mark.xfail(strict=True, reason="any awaitable reached through attributes is cancelled")
+def test_an_unstorable_result_holding_an_app_pool_leaves_its_task_alone(
+    store: DynamoDBStore,
+) -> None:
+    """A coroutine returns a report that refers to the container's connection pool (built
+    once, reused by every invocation), whose keep-alive task runs in the background. The
+    task is not the result's: it must run on, and the send happen once. The look finds it
+    through the pool's attributes, cancels it (the pool is dead for every later
+    invocation in the container) and releases the key: the retry sends again."""
+    sent: list[str] = []
+
+    async def scenario() -> bool:
+        pool = Pool()
+
+        @idempotent(store=store, key="id", cache_size=0)
+        async def handler(event: dict[str, Any], context: Any) -> Any:
+            sent.append("sent")
+            return Report(sent=True, tags={1}, pool=pool)
+
+        for _ in range(2):
+            with contextlib.suppress(Exception):
+                await handler({"id": "u-3"}, None)
+        await asyncio.sleep(0.05)
+        alive = not pool.keepalive.done()
+        pool.keepalive.cancel()
+        return alive
+
+    assert asyncio.run(scenario()) and sent == ["sent"]
