@@ -9,6 +9,7 @@ import collections
 import concurrent.futures
 import contextlib
 import itertools
+import json
 import logging
 import threading
 import time
@@ -17,7 +18,10 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
+from aws_durable_execution_sdk_python.execution import InvocationStatus
 from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ReadTimeoutError
 
 from lambda_idempotency import (
     DeferredResultError,
@@ -29,8 +33,15 @@ from lambda_idempotency import (
 from lambda_idempotency._record import Status
 from tests.integration.test_durable import (
     Handler,
+    Ledger,
+    checkout,
+    error_type,
+    finish,
+    record_key,
+    ship,
+    start,
 )
-from tests.integration.test_long_work_attacks import record_of
+from tests.integration.test_long_work_attacks import Refusal, one_attempt, record_of, target
 from tests.integration.test_long_work_breaks import force_release, release_cli
 
 pytestmark = pytest.mark.dynamodb_local
@@ -508,3 +519,68 @@ def test_an_unstorable_result_holding_an_app_pool_leaves_its_task_alone(
         return alive
 
     assert asyncio.run(scenario()) and sent == ["sent"]
+
+
+# -- 3. a durable execution whose resumed claim fails ------------------------------------------
+
+
+WRITES = ("PutItem", "UpdateItem", "TransactWriteItems")
+
+
+@pytest.mark.parametrize("released_first", [False, True], ids=["held", "force-durable"])
+@pytest.mark.parametrize("fault", ["500", "lost answer"])
+def test_a_resumed_claim_that_fails_ends_the_execution_failed_and_frees_its_key(
+    store: DynamoDBStore,
+    runner_for: Callable[[Handler], DurableFunctionTestRunner],
+    dynamodb_local_endpoint: str,
+    fault: str,
+    released_first: bool,
+) -> None:
+    """A charges and suspends on its shipping callback (an operator may have released its
+    key with --force-durable meanwhile: A's resumed claim is then a retake). When A
+    resumes, its claim's first write gets a 500, or lands with its answer lost (botocore's
+    retries off). A 500: StoreError out of the handler, which the SDK ends as FAILED; the
+    guide: what ends the execution as FAILED releases the key, so C, the next execution,
+    charges (A's charge is the user's to refund). A lost answer: the claim landed, the
+    library finds it its own and A completes; C replays it, one charge."""
+    store = one_attempt(store)
+    ledger = Ledger()
+    armed = threading.Event()
+
+    def hook(request: Any, **_: Any) -> Any:
+        if armed.is_set() and target(request) in WRITES:
+            armed.clear()
+            if fault == "500":
+                return AWSResponse(request.url, 500, {}, Refusal("InternalServerError", 500))
+            sender = one_attempt(store).client
+            operation = {"PutItem": sender.put_item, "UpdateItem": sender.update_item}
+            operation[target(request)](**json.loads(request.body))  # it lands...
+            raise ReadTimeoutError(endpoint_url=request.url)  # ...its answer is lost
+        return None
+
+    store.client.meta.events.register("before-send.dynamodb", hook)
+    runner = runner_for(checkout(store, ledger))
+    key = f"b-{fault}-{released_first}"
+    a = start(runner, "a", {"order_id": key, "amount": 30})
+    callback_id = runner.wait_for_callback(a, name="shipping", timeout=20)
+    pk = record_key(runner, key)
+    if released_first:
+        assert release_cli(store, dynamodb_local_endpoint, pk, "--force-durable") == 0
+    armed.set()
+    runner.send_callback_success(callback_id, result=b"shipped")
+    a_done = finish(runner, a)
+    assert not armed.is_set()  # the fault was met
+    record = store.get(pk)
+    c = {"order_id": key, "amount": 30}
+    if fault == "lost answer":  # the claim landed: it is found ours, and A goes on
+        assert a_done.status is InvocationStatus.SUCCEEDED, a_done.error
+        assert record is not None and record.status is Status.COMPLETED
+        assert finish(runner, start(runner, "c", c)).result == a_done.result
+        assert ledger.charges == [key]
+        return
+    assert a_done.status is InvocationStatus.FAILED
+    assert error_type(a_done) == "StoreError"
+    assert record is not None and record.status is Status.RELEASED
+    done = ship(runner, start(runner, "c", c))
+    assert done.status is InvocationStatus.SUCCEEDED, done.error
+    assert ledger.charges == [key, key]
