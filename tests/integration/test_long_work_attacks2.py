@@ -584,3 +584,76 @@ def test_a_resumed_claim_that_fails_ends_the_execution_failed_and_frees_its_key(
     done = ship(runner, start(runner, "c", c))
     assert done.status is InvocationStatus.SUCCEEDED, done.error
     assert ledger.charges == [key, key]
+
+
+# -- 4. async heartbeats: a beat in flight when the block ends ---------------------------------
+
+
+@pytest.mark.parametrize("taken", [False, True], ids=["released", "released-and-claimed"])
+def test_a_beat_in_flight_when_the_block_ends_decides_the_calls_outcome_off_the_loop(
+    store: DynamoDBStore, dynamodb_local_endpoint: str, taken: bool
+) -> None:
+    """A coroutine's heartbeat block ends while a beat is in flight; before that beat
+    reaches DynamoDB an operator force-releases the key, and (in one case) B claims and
+    completes it. reference/async.md: the loop is never blocked by DynamoDB, and "if it lost
+    the key, the call (not the block) ends with the error". operations.md: a beat that finds
+    its own tombstone is no lost lease. So: released only, A completes and the retry replays
+    A (one export); taken, A ends with LeaseLostError and the retry replays B. A task
+    ticking every 5 ms never waits 0.5 s, though the beat takes longer."""
+    exports: list[str] = []
+    in_flight, block_ended = threading.Event(), threading.Event()
+    key, held = f"h-{taken}", list[str]()
+
+    def beat(request: Any, **_: Any) -> None:
+        if threading.current_thread().name != HEARTBEAT or in_flight.is_set():
+            return
+        in_flight.set()
+        assert block_ended.wait(5)
+        force_release(store, dynamodb_local_endpoint, held[0], "--force")
+        if taken:
+            assert in_thread(lambda: asyncio.run(export({"id": key, "who": "b"}, None))) == "b"
+        time.sleep(0.2)
+
+    @idempotent(store=store, key="id", payload=None, lease_seconds=30, cache_size=0)
+    async def export(event: dict[str, Any], context: Any) -> str:
+        exports.append(event["who"])
+        if event["who"] == "a":
+            held.append(current_execution().key_hash or "")
+            with current_execution().heartbeat(every=0.05, extend_by=30):
+                while not in_flight.is_set():
+                    await asyncio.sleep(0.01)
+            block_ended.set()
+        return str(event["who"])
+
+    async def scenario() -> tuple[Any, float]:
+        gaps: list[float] = []
+        stop = asyncio.Event()
+
+        async def tick() -> None:
+            last = time.monotonic()
+            while not stop.is_set():
+                await asyncio.sleep(0.005)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+
+        ticker = asyncio.create_task(tick())
+        try:
+            outcome: Any = await export({"id": key, "who": "a"}, None)
+        except LeaseLostError as exc:
+            outcome = exc
+        stop.set()
+        await ticker
+        return outcome, max(gaps)
+
+    store.client.meta.events.register("before-send.dynamodb", beat)
+    outcome, gap = asyncio.run(scenario())
+    assert gap < 0.5, gap
+    if taken:
+        assert isinstance(outcome, LeaseLostError)
+        assert asyncio.run(export({"id": key, "who": "c"}, None)) == "b"
+        assert exports == ["a", "b"]
+    else:
+        assert outcome == "a"
+        assert asyncio.run(export({"id": key, "who": "c"}, None)) == "a"
+        assert exports == ["a"]
