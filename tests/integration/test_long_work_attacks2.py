@@ -657,3 +657,48 @@ def test_a_beat_in_flight_when_the_block_ends_decides_the_calls_outcome_off_the_
         assert outcome == "a"
         assert asyncio.run(export({"id": key, "who": "c"}, None)) == "a"
         assert exports == ["a"]
+
+
+@pytest.mark.xfail(strict=True, reason="a cancel while beats settle releases a done call's key")
+def test_a_call_cancelled_while_its_last_beat_is_settled_completes_and_replays(
+    store: DynamoDBStore,
+) -> None:
+    """The block ends with a slow beat (1 s) in flight, the coroutine returns, and the
+    call, waiting for that beat off the loop, is cancelled (a timeout around it).
+    reference/async.md: a cancellation once the effect has happened (while the result is
+    being stored) lets the completion finish, and a retry replays. Here the coroutine has
+    returned, its beat holds the key, yet the cancellation, held until the beat settles,
+    goes to the `except BaseException` that releases the key: the retry exports again.
+    (No key is left locked: B is never refused InProgressError.)"""
+    exports: list[str] = []
+    in_flight = threading.Event()
+
+    def slow_beat(request: Any, **_: Any) -> None:
+        if threading.current_thread().name == HEARTBEAT and not in_flight.is_set():
+            in_flight.set()
+            time.sleep(1.0)
+
+    store.client.meta.events.register("before-send.dynamodb", slow_beat)
+
+    @idempotent(store=store, key="id", payload=None, lease_seconds=30, cache_size=0)
+    async def export(event: dict[str, Any], context: Any) -> str:
+        exports.append(event["who"])
+        if event["who"] == "a":
+            with current_execution().heartbeat(every=0.05, extend_by=30):
+                while not in_flight.is_set():
+                    await asyncio.sleep(0.01)
+        return str(event["who"])
+
+    async def scenario() -> Any:
+        task = asyncio.create_task(export({"id": "k-1", "who": "a"}, None))
+        while not in_flight.is_set():
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # the block has ended; the call waits for the beat
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(1.2)  # the beat has landed (or not) since
+        return await export({"id": "k-1", "who": "b"}, None)
+
+    assert asyncio.run(scenario()) == "a"  # fails: "b"
+    assert exports == ["a"]  # fails: ["a", "b"]
