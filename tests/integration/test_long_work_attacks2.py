@@ -86,9 +86,9 @@ def in_thread(call: Callable[[], Any]) -> Any:
 # -- 1. a running holder whose key an operator releases --------------------------------------
 
 
-@pytest.mark.parametrize("beating", [False, True], ids=["no-heartbeat", "heartbeat"])
+@pytest.mark.parametrize("holding", ["nothing", "heartbeat", "extend_lease"])
 def test_a_caller_claiming_after_a_forced_release_owns_the_one_stored_result(
-    store: DynamoDBStore, dynamodb_local_endpoint: str, beating: bool
+    store: DynamoDBStore, dynamodb_local_endpoint: str, holding: str
 ) -> None:
     """operations.md: after `--force`, "only a retry that claims the key before the holder
     completes runs alongside it"; "once another caller has claimed the key, the holder's next
@@ -102,21 +102,23 @@ def test_a_caller_claiming_after_a_forced_release_owns_the_one_stored_result(
         effects.append(who)
         if who != "a":
             return who
-        beats = current_execution().heartbeat(0.05, 30) if beating else contextlib.nullcontext()
-        with beats:
-            force_release(
-                store, dynamodb_local_endpoint, current_execution().key_hash or "", "--force"
-            )
-            assert in_thread(lambda: export({"id": "r-1", "who": "b"}, None)) == "b"
+        execution = current_execution()
+        beating = holding == "heartbeat"
+        with execution.heartbeat(0.05, 30) if beating else contextlib.nullcontext():
+            force_release(store, dynamodb_local_endpoint, execution.key_hash or "", "--force")
+            assert in_thread(lambda: export({"id": key, "who": "b"}, None)) == "b"
             time.sleep(0.3)  # the next beats meet B's record
+            if holding == "extend_lease":
+                execution.extend_lease(60)
         return who
 
-    outcome = in_thread(lambda: export({"id": "r-1", "who": "a"}, None))
-    if beating:
-        assert isinstance(outcome, LeaseLostError)
-    else:
+    key = f"r-1-{holding}"
+    outcome = in_thread(lambda: export({"id": key, "who": "a"}, None))
+    if holding == "nothing":
         assert outcome == "a"  # its effect happened; its completion was refused
-    assert export({"id": "r-1", "who": "c"}, None) == "b"
+    else:
+        assert isinstance(outcome, LeaseLostError)
+    assert export({"id": key, "who": "c"}, None) == "b"
     assert effects == ["a", "b"]
 
 
@@ -210,33 +212,37 @@ def test_an_async_holder_with_a_heartbeat_completes_over_a_forced_release(
     assert effects == ["exported"]
 
 
+@pytest.mark.parametrize("beating", [True, False], ids=["heartbeat", "no-heartbeat"])
 def test_an_async_holder_whose_key_another_caller_claims_after_a_release_stores_nothing(
-    store: DynamoDBStore, dynamodb_local_endpoint: str
+    store: DynamoDBStore, dynamodb_local_endpoint: str, beating: bool
 ) -> None:
     """A coroutine holder, force-released; B (another container) claims and completes while
-    A beats. A's next beat finds B's record: A ends with LeaseLostError, B's result stands."""
+    A runs. With a heartbeat, A's next beat finds B's record: A ends with LeaseLostError;
+    without, A's completion is refused and it returns. Either way B's result stands."""
     effects: list[str] = []
+    key = f"r-5-{beating}"
 
     @idempotent(store=store, key="id", payload=None, lease_seconds=30, cache_size=0)
     async def export(event: dict[str, Any], context: Any) -> str:
         who = event["who"]
         effects.append(who)
         if who == "a":
-            with current_execution().heartbeat(every=0.05, extend_by=30):
+            beats = current_execution().heartbeat(0.05, 30) if beating else contextlib.nullcontext()
+            with beats:
                 pk = current_execution().key_hash or ""
                 await asyncio.to_thread(
                     force_release, store, dynamodb_local_endpoint, pk, "--force"
                 )
                 b = await asyncio.to_thread(
-                    in_thread, lambda: asyncio.run(export({"id": "r-5", "who": "b"}, None))
+                    in_thread, lambda: asyncio.run(export({"id": key, "who": "b"}, None))
                 )
                 assert b == "b"
                 await asyncio.sleep(0.3)
         return who
 
-    with pytest.raises(LeaseLostError):
-        asyncio.run(export({"id": "r-5", "who": "a"}, None))
-    assert asyncio.run(export({"id": "r-5", "who": "c"}, None)) == "b"
+    outcome = in_thread(lambda: asyncio.run(export({"id": key, "who": "a"}, None)))
+    assert isinstance(outcome, LeaseLostError) if beating else outcome == "a"
+    assert asyncio.run(export({"id": key, "who": "c"}, None)) == "b"
     assert effects == ["a", "b"]
 
 
