@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
+from aws_durable_execution_sdk_python import DurableContext, durable_execution
 from aws_durable_execution_sdk_python.execution import InvocationStatus
 from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
 from botocore.awsrequest import AWSResponse
@@ -714,3 +715,38 @@ def test_a_call_cancelled_while_its_last_beat_is_settled_completes_and_replays(
 
     assert asyncio.run(scenario()) == "a"  # fails: "b"
     assert exports == ["a"]  # fails: ["a", "b"]
+
+
+def test_a_running_durable_holder_released_twice_extends_nothing_and_completes(
+    store: DynamoDBStore,
+    runner_for: Callable[[Handler], DurableFunctionTestRunner],
+    dynamodb_local_endpoint: str,
+) -> None:
+    """operations.md: a durable execution released with --force-durable while it runs goes
+    on and completes over its tombstone; an extension finding its own tombstone writes
+    nothing; a second release in a row finds nothing to release (exit 4). C, a later
+    execution with the key, replays A's result: one charge."""
+    ledger = Ledger()
+    seen: list[int | None] = []
+
+    @durable_execution
+    @idempotent(store=store, key="order_id", cache_size=0)
+    def handler(event: dict[str, Any], context: DurableContext) -> str:
+        charge_id = context.step(lambda _: ledger.charge(event["order_id"]), name="charge")
+        execution = current_execution()
+        if len(ledger.charges) == 1 and not seen:
+            pk = execution.key_hash or ""
+            before = execution.lease_until_ms
+            assert release_cli(store, dynamodb_local_endpoint, pk, "--force-durable") == 0
+            seen.append(execution.extend_lease(60))
+            seen.append(release_cli(store, dynamodb_local_endpoint, pk, "--force-durable"))
+            assert seen == [before, NOTHING_TO_RELEASE]
+        return str(charge_id)
+
+    runner = runner_for(handler)
+    a = finish(runner, start(runner, "a", {"order_id": "f-9"}))
+    c = finish(runner, start(runner, "c", {"order_id": "f-9"}))
+    assert a.status is InvocationStatus.SUCCEEDED, a.error
+    assert c.status is InvocationStatus.SUCCEEDED, c.error
+    assert c.result == a.result
+    assert ledger.charges == ["f-9"]
