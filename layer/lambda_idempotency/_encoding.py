@@ -28,15 +28,19 @@ value, the "not stored" error its retries get, or a StoreError `StoredResultUnre
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import dataclasses
 import datetime
 import decimal
 import enum
+import inspect
+import io
 import json
 import sys
 import types
 import typing
+import weakref
 import zlib
 from collections.abc import Callable, Collection, Iterator, Mapping
 from types import AsyncGeneratorType, CoroutineType, GeneratorType
@@ -203,9 +207,9 @@ def _not_stored(reason: str, detail: str, result: Any = None) -> Encoded:
     return Encoded(not_stored_marker(reason, detail), None, False, f"{reason}: {detail}")
 
 
-MAX_LOOK_DEPTH = 100
-"""How deep `deferred_in` looks: past any result the encoder could store (it stops at
-Python's recursion limit), and a bound on an object graph reached through attributes."""
+MAX_LOOKED_AT = 200_000
+"""How many values `deferred_in` looks at, at most: a bound on an object graph reached
+through attributes (a result holding a client, a pool, a whole application)."""
 _NOT_WALKED = (str, bytes, bytearray, memoryview, range, type, types.ModuleType)
 """Collections and objects that hold no result still to come (or hold only code)."""
 
@@ -215,43 +219,77 @@ def deferred_in(result: Any) -> tuple[Any, ...]:
     sets, dataclass fields, pydantic model fields, any other mapping or collection (a
     deque, a UserDict) and an object's attributes (`vars()`, `__slots__`). An iterator
     is never iterated (that would consume it): it is itself a result still to come.
-    Iterative, bounded in depth, each value seen once (a cycle, a value shared); a
-    container's own code that raises is passed by. Only a result that cannot be stored
-    pays for the look."""
+
+    Breadth first, each value seen once (a cycle, a value shared), so a value is met by
+    its shortest path; bounded in how many values it looks at, not in depth. What an
+    object holds in its attributes is its own business unless it is plainly a forgotten
+    `await`: there, only a coroutine or generator that never started counts (a pool's
+    running task, a file, a client's proxies are not the result's, and are left alone).
+    A container's own code that raises is passed by. Only a result that cannot be
+    stored pays for the look."""
     found: list[Any] = []
     seen: set[int] = set()
-    stack: list[tuple[Any, int]] = [(result, 0)]
-    while stack:
-        value, depth = stack.pop()
+    queue: collections.deque[tuple[Any, bool]] = collections.deque([(result, False)])
+    while queue and len(seen) < MAX_LOOKED_AT:
+        value, via_attribute = queue.popleft()
         kind = type(value)
         if kind in _PLAIN_SCALARS or id(value) in seen or isinstance(value, _NOT_WALKED):
             continue
         seen.add(id(value))
         if deferred_kind(kind) is not None:
-            found.append(value)
-        elif depth < MAX_LOOK_DEPTH:
-            stack.extend((inner, depth + 1) for inner in _held(value, kind))
+            if _still_to_come(value, via_attribute):
+                found.append(value)
+            continue
+        if _opaque(value):
+            continue
+        held, by_attribute = _held(value, kind)
+        queue.extend((inner, via_attribute or by_attribute) for inner in held)
     return tuple(found)
 
 
-def _held(value: Any, kind: type[Any]) -> list[Any]:
-    """The values `value` holds, for `deferred_in`."""
+def _still_to_come(value: Any, via_attribute: bool) -> bool:
+    """A deferred kind found in a container is the result's. One reached through an object's
+    attributes is that object's business unless it is plainly left undone: a coroutine or
+    generator that never started, a future; never a running task (a pool's keep-alive runs
+    on its own) or a plain iterator (an id counter, a paginator under way)."""
+    if not via_attribute:
+        return True
+    if inspect.iscoroutine(value):
+        return inspect.getcoroutinestate(value) == inspect.CORO_CREATED
+    if inspect.isgenerator(value):
+        return inspect.getgeneratorstate(value) == inspect.GEN_CREATED
+    running = sys.modules.get("asyncio")
+    if running is not None and isinstance(value, running.Task):
+        return False
+    return deferred_kind(type(value)) in ("an awaitable", "a future")
+
+
+def _opaque(value: Any) -> bool:
+    """A file or stream (iterable over its lines, but no result still to come), a weak
+    proxy (it stands for another object), or a runtime (an event loop, a thread, an
+    executor, a logger: their insides, the loop's own tasks, an executor's queued work,
+    are no part of the result and must not be cancelled as if they were)."""
+    return isinstance(value, (io.IOBase, *weakref.ProxyTypes)) or _runtime(value)
+
+
+def _held(value: Any, kind: type[Any]) -> tuple[list[Any], bool]:
+    """The values `value` holds, for `deferred_in`, and whether they are its attributes
+    (rather than its items or fields)."""
     if isinstance(value, dict):
-        return [*value.keys(), *value.values()]
+        return [*value.keys(), *value.values()], False
     if isinstance(value, list | tuple | set | frozenset):
-        return list(value)
+        return list(value), False
     if dataclasses.is_dataclass(value):
-        return [getattr(value, field.name, None) for field in dataclasses.fields(value)]
+        return [getattr(value, field.name, None) for field in dataclasses.fields(value)], False
     with contextlib.suppress(Exception):  # the user's own code: never raise out
         if isinstance(getattr(kind, "model_fields", None), dict):  # a pydantic model
-            return [getattr(value, name, None) for name in kind.model_fields]
+            return [getattr(value, name, None) for name in kind.model_fields], False
         if isinstance(value, Mapping):
-            return [*value.keys(), *value.values()]
+            return [*value.keys(), *value.values()], False
         if isinstance(value, Collection):  # not an iterator: deferred_kind took those
-            return list(value)
-        if not _runtime(value):
-            return [*_attributes(value, kind)]
-    return []
+            return list(value), False
+        return [*_attributes(value, kind)], True
+    return [], False
 
 
 def _runtime(value: Any) -> bool:

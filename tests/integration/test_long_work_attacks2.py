@@ -376,7 +376,6 @@ def forgotten_await(store: DynamoDBStore, shape: Callable[[Any], Any]) -> list[s
     return charged
 
 
-@pytest.mark.xfail(strict=True, reason="deferred_in stops at MAX_LOOK_DEPTH=100: a marker")
 def test_a_forgotten_await_at_the_end_of_a_long_linked_list_frees_the_key(
     store: DynamoDBStore,
 ) -> None:
@@ -388,7 +387,6 @@ def test_a_forgotten_await_at_the_end_of_a_long_linked_list_frees_the_key(
     assert forgotten_await(store, lambda d: {"tags": {1}, "pages": chain(d, 150)}) == ["o-1"]
 
 
-@pytest.mark.xfail(strict=True, reason="a node first seen past the depth bound is never walked")
 def test_a_forgotten_await_three_deep_in_an_indexed_linked_list_frees_the_key(
     store: DynamoDBStore,
 ) -> None:
@@ -488,7 +486,6 @@ NOT_TO_COME: dict[str, Callable[[DynamoDBStore], Any]] = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="anything with __next__ (a file, a proxy) is 'to come'")
 @pytest.mark.parametrize("part", list(NOT_TO_COME))
 def test_an_unstorable_result_holding_a_live_object_runs_once(
     store: DynamoDBStore, part: str
@@ -502,7 +499,6 @@ def test_an_unstorable_result_holding_a_live_object_runs_once(
     assert effects_of_returning(store, lambda: NOT_TO_COME[part](store)) == ["sent"]
 
 
-@pytest.mark.xfail(strict=True, reason="any awaitable reached through attributes is cancelled")
 def test_an_unstorable_result_holding_an_app_pool_leaves_its_task_alone(
     store: DynamoDBStore,
 ) -> None:

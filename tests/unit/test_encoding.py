@@ -544,10 +544,20 @@ def test_a_result_still_to_come_is_found_in_slots_and_cycles_and_no_iterator_is_
     from lambda_idempotency._encoding import deferred_in
 
     iterator = iter([1, 2, 3])
-    slotted = _Slotted(iterator)
-    slotted.other = slotted  # a cycle
-    assert deferred_in([slotted]) == (iterator,)
+    assert deferred_in([iterator]) == (iterator,)  # in a container: the result's
     assert list(iterator) == [1, 2, 3]
+
+    def charge() -> Any:
+        yield "charged"
+
+    pending = charge()
+    slotted = _Slotted(pending)
+    slotted.other = slotted  # a cycle
+    assert deferred_in([slotted]) == (pending,)  # never started: a forgotten call
+    next(pending)
+    assert deferred_in([_Slotted(pending)]) == ()  # under way: its holder's business
+    counter = iter([1, 2, 3])
+    assert deferred_in([_Slotted(counter)]) == ()  # an object's iterator is its own
 
 
 def test_an_event_loop_an_object_holds_is_not_searched_for_its_tasks() -> None:
