@@ -95,10 +95,13 @@ async def _protected(
     execution._now = engine.settings.clock.now_ms
     execution._unsettled = []
     token = _execution.activate(execution)
+    cancelled = False  # while the last beat settled, after the effect: complete, then cancel
     try:
         result = await call()
         if execution._unsettled:  # a beat in flight when its block ended: off the loop
-            await _to_the_end(execution.settle_beats)
+            settling = _in_thread(execution.settle_beats)
+            cancelled = await _outlast(settling)
+            settling.result()
         if execution._failure is not None:
             raise execution._failure  # a heartbeat lost the key: complete nothing
     except GeneratorExit:
@@ -120,6 +123,8 @@ async def _protected(
         raise
     finishing = _completing.finish_encoded(engine, store, execution, payload_hash, encoded)
     await _drive_to_the_end(finishing, engine.settings.clock)
+    if cancelled:
+        raise asyncio.CancelledError
     return result
 
 

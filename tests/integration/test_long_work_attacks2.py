@@ -668,7 +668,6 @@ def test_a_beat_in_flight_when_the_block_ends_decides_the_calls_outcome_off_the_
         assert exports == ["a"]
 
 
-@pytest.mark.xfail(strict=True, reason="a cancel while beats settle releases a done call's key")
 def test_a_call_cancelled_while_its_last_beat_is_settled_completes_and_replays(
     store: DynamoDBStore,
 ) -> None:
