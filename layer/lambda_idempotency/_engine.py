@@ -17,7 +17,7 @@ from . import _keys
 from ._cache import ResultCache
 from ._clock import Clock
 from ._errors import KeyMissingError, PayloadMismatchError, ScopeMissingError
-from ._log import emit
+from ._observe import emit
 from ._record import OnReplay
 from ._store import DynamoDBStore
 from ._value import Value
