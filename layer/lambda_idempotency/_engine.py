@@ -11,16 +11,18 @@ from __future__ import annotations
 import collections
 import logging
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import _keys
 from ._cache import ResultCache
-from ._clock import Clock
 from ._errors import KeyMissingError, PayloadMismatchError, ScopeMissingError
 from ._observe import emit
 from ._record import OnReplay
 from ._store import DynamoDBStore
 from ._value import Value
+
+if TYPE_CHECKING:
+    from ._options import Clock
 
 DEFAULT_LEASE_SECONDS = 900.0
 """Without a Lambda context or `lease_seconds`: Lambda's longest timeout, so no invocation
