@@ -10,7 +10,7 @@ The code lives in private modules, one idea each; this module is the public surf
 
 import typing as _typing
 
-from ._clock import Clock, SystemClock
+from ._clock import SystemClock
 from ._decorators import idempotent, idempotent_function
 from ._errors import (
     CompletionConflictError,
@@ -41,7 +41,7 @@ if _typing.TYPE_CHECKING:
     from ._batch import BatchResponse, idempotent_record, process_batch
     from ._durable import durable_step_key
     from ._http import HttpResponse, idempotent_http
-    from ._options import Options
+    from ._options import Clock, Options
     from ._powertools_layout import PowertoolsOptions
 
 __version__ = _VERSION
@@ -55,6 +55,7 @@ _FRONT_ENDS = {
     "HttpResponse": "_http",
     "idempotent_http": "_http",
     "Options": "_options",
+    "Clock": "_options",
     "PowertoolsOptions": "_powertools_layout",
 }
 """Imported on first use: a handler pays at cold start only for the front end it uses, and

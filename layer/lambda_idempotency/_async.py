@@ -37,13 +37,16 @@ from collections.abc import Awaitable, Callable, Generator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _claiming, _completing, _execution, _observe, _replaying
-from ._clock import Clock, SystemClock
+from ._clock import SystemClock
 from ._errors import DeferredResultError
 from ._execution import Execution
 from ._protocol import Idempotency, _disabled, new_execution
 
 if TYPE_CHECKING:
     from ._store_contract import IdempotencyStore
+
+if TYPE_CHECKING:
+    from ._options import Clock
 
 T = TypeVar("T")
 Steps = Generator[float, None, Any]

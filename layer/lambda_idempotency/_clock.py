@@ -1,20 +1,10 @@
-"""The clock, injectable so tests can move time instead of sleeping."""
+"""The clock, injectable so tests can move time instead of sleeping. What a clock must offer
+is `_options.Clock`, a Protocol only a type checker or a reader needs (building one costs a
+cold start ~0.05 ms)."""
 
 from __future__ import annotations
 
 import time
-from typing import Protocol
-
-
-class Clock(Protocol):
-    """What the protocol needs of time: wall-clock milliseconds, and a way to wait.
-
-    A coroutine function's waits (`_async`) await the clock's `async_sleep(seconds)` if it
-    has one; else its `sleep` runs in a worker thread, never on the event loop."""
-
-    def now_ms(self) -> int: ...
-
-    def sleep(self, seconds: float) -> None: ...
 
 
 class SystemClock:

@@ -17,17 +17,18 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, cas
 from . import _encoding, _execution, _keys, _limits, _observe
 from ._cache import ResultCache
 from ._callables import await_settled, call_settled, check_callable, is_coroutine_callable
-from ._clock import SYSTEM_CLOCK, Clock
+from ._clock import SYSTEM_CLOCK
 from ._errors import ConfigurationError
 from ._execution import MAX_EXTENSION_SECONDS, shown
 from ._keys import NATIVE_KEYS, Selector
 from ._protocol import DEFAULT_CLOCK_SKEW_SECONDS, Idempotency, Settings
-from ._record import InProgressPolicy, OnReplay
+from ._record import OnReplay
 from ._store import DynamoDBStore
 
 if TYPE_CHECKING:
     from ._metrics import MetricsOption
-    from ._options import Options
+    from ._options import Clock, Options
+    from ._record import InProgressPolicy
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import _keys
 from ._cache import ResultCache
-from ._clock import Clock
 from ._errors import KeyMissingError, PayloadMismatchError, ScopeMissingError
-from ._log import emit
+from ._observe import emit
 from ._record import OnReplay
 from ._value import Value
 
 if TYPE_CHECKING:
+    from ._options import Clock
     from ._store_contract import IdempotencyStore
 
 DEFAULT_LEASE_SECONDS = 900.0

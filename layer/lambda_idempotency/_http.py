@@ -31,7 +31,7 @@ from ._errors import (
     PayloadMismatchError,
 )
 from ._keys import Selector
-from ._log import emit
+from ._observe import emit
 from ._protocol import Idempotency
 from ._record import OnReplay
 from ._tenant import authorizer_principal  # noqa: F401 (its former home; still importable)

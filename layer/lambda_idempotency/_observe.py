@@ -1,5 +1,5 @@
-"""What an outcome reports beyond its log line: itself and the key hash on the current trace
-span, and, when the decorator asks for them, a metric (`_metrics`).
+"""What an outcome reports: its log line (`emit`), itself and the key hash on the current
+trace span, and, when the decorator asks for them, a metric (`_metrics`).
 
 Tracing needs no option: the X-Ray SDK (what Powertools' `Tracer` drives) or OpenTelemetry is
 used only when the function has already imported it, found in `sys.modules`, so a function
@@ -9,11 +9,10 @@ without either pays two dictionary look-ups an outcome and imports nothing.
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
 import sys
 from typing import TYPE_CHECKING, Any
-
-from ._log import emit
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -28,6 +27,17 @@ OTEL_MODULE = "opentelemetry.trace"
 XRAY_OUTCOME, XRAY_KEY_HASH = "idempotency_outcome", "idempotency_key_hash"
 """X-Ray annotation keys: letters, digits and underscores only, or X-Ray drops them."""
 OTEL_OUTCOME, OTEL_KEY_HASH = "idempotency.outcome", "idempotency.key_hash"
+
+logger = logging.getLogger("lambda_idempotency")
+
+
+def emit(level: int, outcome: str, key_hash: str | None, **fields: Any) -> None:
+    """One structured log line: a JSON object per outcome, with the hashed key, never the
+    raw one."""
+    if not logger.isEnabledFor(level):
+        return
+    record = {"idempotency": outcome, "key_hash": key_hash, **fields}
+    logger.log(level, json.dumps(record, default=str), extra={"idempotency": record})
 
 
 def observer(metrics: MetricsOption, namespace: str) -> Observer:

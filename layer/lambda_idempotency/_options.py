@@ -7,16 +7,26 @@ type-checked: defining one costs about 0.15 ms, which no cold start needs to pay
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from ._powertools_layout import PowertoolsOptions  # noqa: F401 (its former home; still importable)
 
 if TYPE_CHECKING:
-    from ._clock import Clock
     from ._keys import Selector
     from ._metrics import MetricsOption
     from ._record import InProgressPolicy, OnReplay
     from ._store import DynamoDBStore
+
+
+class Clock(Protocol):
+    """What the protocol needs of time: wall-clock milliseconds, and a way to wait.
+
+    A coroutine function's waits (`_async`) await the clock's `async_sleep(seconds)` if it
+    has one; else its `sleep` runs in a worker thread, never on the event loop."""
+
+    def now_ms(self) -> int: ...
+
+    def sleep(self, seconds: float) -> None: ...
 
 
 class Options(TypedDict, total=False):

@@ -34,7 +34,7 @@ import logging
 import weakref
 from typing import Any
 
-from . import _log
+from . import _observe
 from ._wire_lean import FastWire
 from ._wire_plan import OPERATIONS, CannotHonourError, validate_user_data
 
@@ -84,7 +84,7 @@ def _tell_why(client: Any, reason: str) -> None:
         pass
 
     meant = reason.startswith(CHOSEN_BY_THE_USER) or reason.endswith(" is patched")
-    _log.emit(
+    _observe.emit(
         logging.DEBUG if meant else logging.WARNING,
         "fast_wire_off",
         None,

@@ -33,7 +33,7 @@ import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import _log
+from . import _observe
 from ._wire_guard import SIGNER, handler_name
 from ._wire_lean import FastWire
 from ._wire_plan import OPERATIONS
@@ -175,7 +175,7 @@ def verified(wire: FastWire) -> bool:
     if differs is not None:
         import botocore
 
-        _log.emit(
+        _observe.emit(
             logging.WARNING,
             _logger_outcome,
             None,

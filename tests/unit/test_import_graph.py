@@ -19,7 +19,6 @@ LAYERS: list[tuple[str, ...]] = [
     # leaves: no import of the package
     (
         "_version",
-        "_log",
         "_clock",
         "_errors",
         "_value",
