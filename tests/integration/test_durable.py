@@ -82,22 +82,6 @@ def checkout(store: DynamoDBStore, ledger: Ledger, **options: Any) -> Handler:
     return handler
 
 
-@pytest.fixture
-def runner_for() -> Iterator[Callable[[Handler], DurableFunctionTestRunner]]:
-    runners: list[DurableFunctionTestRunner] = []
-
-    def make(handler: Handler) -> DurableFunctionTestRunner:
-        runner = DurableFunctionTestRunner(handler=handler, poll_interval=0.05)
-        runner._executor.RETRY_BACKOFF_SECONDS = 0  # type: ignore[misc]  # retried at once
-        runners.append(runner)
-        return runner
-
-    yield make
-    for runner in runners:
-        runner.close()
-        runner._scheduler._loop.close()  # the runner stops its event loop but leaves it open
-
-
 def start(runner: DurableFunctionTestRunner, name: str, event: dict[str, Any]) -> str:
     return runner.run_async(input=json.dumps(event), execution_name=name, execution_timeout=60)
 

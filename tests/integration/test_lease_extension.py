@@ -22,13 +22,9 @@ from lambda_idempotency import (
 )
 from lambda_idempotency._record import Status
 from tests.conftest import FakeClock, FakeContext
+from tests.long_work import record_of
 
 pytestmark = pytest.mark.dynamodb_local
-
-
-def record_of(store: DynamoDBStore, handler: Any, key: str) -> Any:
-    settings = handler.idempotency.settings
-    return store.get(settings.layout.record_key(settings.namespace, None, key))
 
 
 def test_a_live_holder_extends_its_lease_and_later_callers_see_it(

@@ -19,8 +19,6 @@ from typing import Any
 import boto3
 import pydantic
 import pytest
-from botocore.awsrequest import AWSResponse
-from botocore.config import Config
 from botocore.exceptions import ReadTimeoutError
 
 from lambda_idempotency import (
@@ -37,16 +35,9 @@ from lambda_idempotency import (
 from lambda_idempotency import _store as store_module
 from lambda_idempotency._record import Status
 from tests.conftest import FakeClock, FakeContext
+from tests.long_work import HEARTBEAT, one_attempt, record_of, refused
 
 pytestmark = pytest.mark.dynamodb_local
-
-
-def record_of(store: DynamoDBStore, handler: Any, key: str) -> Any:
-    settings = handler.idempotency.settings
-    return store.get(settings.layout.record_key(settings.namespace, None, key))
-
-
-# -- 1. a lease measured when its claim is sent -------------------------------------------
 
 
 def test_an_async_claim_queued_behind_the_handlers_blocking_work_leases_its_whole_invocation(
@@ -142,36 +133,6 @@ def test_a_claim_sent_after_a_slow_client_build_leases_from_when_it_is_sent(
 
 
 # -- 4. lease extensions the lease can honour; a heartbeat never stops silently -------------
-
-HEARTBEAT = "lambda-idempotency-heartbeat"
-
-
-def one_attempt(store: DynamoDBStore) -> DynamoDBStore:
-    """The same table through a client that sends each request once: a fault planted for
-    one request is what the library sees, not hidden by botocore's retries."""
-    client = boto3.client(
-        "dynamodb",
-        endpoint_url=store.client.meta.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-        config=Config(retries={"total_max_attempts": 1, "mode": "standard"}),
-    )
-    return DynamoDBStore(store.table_name, client=client)
-
-
-class Refusal:
-    def __init__(self, code: str, status: int = 400) -> None:
-        body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{code}"})
-        self.body, self.status = body.encode(), status
-
-    def stream(self, **_: Any) -> Any:
-        yield self.body
-
-
-def refused(request: Any, code: str) -> AWSResponse:
-    error = Refusal(code)
-    return AWSResponse(request.url, error.status, {}, error)
 
 
 @pytest.mark.parametrize("seconds", [float("inf"), float("nan"), 0, -1, 31_622_401, "60", True])

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -23,8 +23,6 @@ from aws_durable_execution_sdk_python import DurableContext, durable_execution
 from aws_durable_execution_sdk_python.exceptions import InvocationError
 from aws_durable_execution_sdk_python.execution import InvocationStatus
 from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
-from botocore.awsrequest import AWSResponse
-from botocore.config import Config
 from botocore.exceptions import ReadTimeoutError
 
 from lambda_idempotency import (
@@ -49,60 +47,9 @@ from tests.integration.test_durable import (
     ship,
     start,
 )
+from tests.long_work import HEARTBEAT, one_attempt, record_of, refused
 
 pytestmark = pytest.mark.dynamodb_local
-
-
-@pytest.fixture
-def runner_for() -> Iterator[Callable[[Handler], DurableFunctionTestRunner]]:
-    """test_durable's runners (retried at once), closed after the test."""
-    runners: list[DurableFunctionTestRunner] = []
-
-    def make(handler: Handler) -> DurableFunctionTestRunner:
-        runner = DurableFunctionTestRunner(handler=handler, poll_interval=0.05)
-        runner._executor.RETRY_BACKOFF_SECONDS = 0  # type: ignore[misc]  # retried at once
-        runners.append(runner)
-        return runner
-
-    yield make
-    for runner in runners:
-        runner.close()
-        runner._scheduler._loop.close()
-
-
-HEARTBEAT = "lambda-idempotency-heartbeat"
-
-
-def record_of(store: DynamoDBStore, handler: Any, key: str) -> Any:
-    settings = handler.idempotency.settings
-    return store.get(settings.layout.record_key(settings.namespace, None, key))
-
-
-def one_attempt(store: DynamoDBStore) -> DynamoDBStore:
-    """The same table through a client that sends each request once (no botocore retry)."""
-    client = boto3.client(
-        "dynamodb",
-        endpoint_url=store.client.meta.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-        config=Config(retries={"total_max_attempts": 1, "mode": "standard"}),
-    )
-    return DynamoDBStore(store.table_name, client=client)
-
-
-class Refusal:
-    def __init__(self, code: str, status: int = 400) -> None:
-        body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{code}"})
-        self.body, self.status = body.encode(), status
-
-    def stream(self, **_: Any) -> Any:
-        yield self.body
-
-
-def refused(request: Any, code: str, status: int = 400) -> AWSResponse:
-    error = Refusal(code, status)
-    return AWSResponse(request.url, error.status, {}, error)
 
 
 def target(request: Any) -> str:

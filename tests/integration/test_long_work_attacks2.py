@@ -43,29 +43,13 @@ from tests.integration.test_durable import (
     ship,
     start,
 )
-from tests.integration.test_long_work_attacks import Refusal, one_attempt, record_of, target
+from tests.integration.test_long_work_attacks import target
 from tests.integration.test_long_work_breaks import force_release, release_cli
+from tests.long_work import HEARTBEAT, Refusal, one_attempt, record_of
 
 pytestmark = pytest.mark.dynamodb_local
 
-HEARTBEAT = "lambda-idempotency-heartbeat"
 NOTHING_TO_RELEASE = 4
-
-
-@pytest.fixture
-def runner_for() -> Iterator[Callable[[Handler], DurableFunctionTestRunner]]:
-    runners: list[DurableFunctionTestRunner] = []
-
-    def make(handler: Handler) -> DurableFunctionTestRunner:
-        runner = DurableFunctionTestRunner(handler=handler, poll_interval=0.05)
-        runner._executor.RETRY_BACKOFF_SECONDS = 0  # type: ignore[misc]  # retried at once
-        runners.append(runner)
-        return runner
-
-    yield make
-    for runner in runners:
-        runner.close()
-        runner._scheduler._loop.close()
 
 
 def in_thread(call: Callable[[], Any]) -> Any:

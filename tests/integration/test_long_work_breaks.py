@@ -12,16 +12,14 @@ import threading
 import time
 import types
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import boto3
 import pytest
 from aws_durable_execution_sdk_python import DurableContext, durable_execution
 from aws_durable_execution_sdk_python.execution import InvocationStatus
 from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
 from botocore.awsrequest import AWSResponse
-from botocore.config import Config
 
 from lambda_idempotency import (
     DeferredResultError,
@@ -41,39 +39,9 @@ from tests.integration.test_durable import (
     ship,
     start,
 )
+from tests.long_work import HEARTBEAT, one_attempt
 
 pytestmark = pytest.mark.dynamodb_local
-
-HEARTBEAT = "lambda-idempotency-heartbeat"
-
-
-@pytest.fixture
-def runner_for() -> Iterator[Callable[[Handler], DurableFunctionTestRunner]]:
-    """test_durable's runners (retried at once), closed after the test."""
-    runners: list[DurableFunctionTestRunner] = []
-
-    def make(handler: Handler) -> DurableFunctionTestRunner:
-        runner = DurableFunctionTestRunner(handler=handler, poll_interval=0.05)
-        runner._executor.RETRY_BACKOFF_SECONDS = 0  # type: ignore[misc]  # retried at once
-        runners.append(runner)
-        return runner
-
-    yield make
-    for runner in runners:
-        runner.close()
-        runner._scheduler._loop.close()
-
-
-def one_attempt(store: DynamoDBStore) -> DynamoDBStore:
-    client = boto3.client(
-        "dynamodb",
-        endpoint_url=store.client.meta.endpoint_url,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-        config=Config(retries={"total_max_attempts": 1, "mode": "standard"}),
-    )
-    return DynamoDBStore(store.table_name, client=client)
 
 
 class Throttled:
