@@ -84,6 +84,7 @@ _PROBE = """
 import json, os, sys
 sys.path.insert(0, {source!r})
 os.environ.update(AWS_ACCESS_KEY_ID="a", AWS_SECRET_ACCESS_KEY="b", AWS_DEFAULT_REGION="us-east-1")
+os.environ.pop("IDEMPOTENCY_FAST_WIRE", None)  # the default path (CI also runs with it off)
 import boto3
 from botocore.awsrequest import AWSResponse
 
