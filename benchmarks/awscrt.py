@@ -47,8 +47,8 @@ def measure_calls(mode: str, rounds: int, chunk: int) -> dict[str, Any]:
         block_awscrt()
     from botocore.compat import HAS_CRT
 
-    from lambda_idempotency._store import _default_client
-    from lambda_idempotency._wire import FastWire
+    from lambda_idempotency._stores.dynamodb.store import _default_client
+    from lambda_idempotency._stores.dynamodb.wire.path import FastWire
 
     from .wire import answer_from_memory, calls_per_path, per_call
     from .workload import REGION

@@ -178,9 +178,9 @@ def measure_imports(runs: int) -> ImportTimes:
 _SELF_CHECK_PROBE = """
 import json, time
 import boto3
-from lambda_idempotency._store import _default_client
-import lambda_idempotency._wire_check as check
-from lambda_idempotency._wire import FastWire
+from lambda_idempotency._stores.dynamodb.store import _default_client
+import lambda_idempotency._stores.dynamodb.wire.check as check
+from lambda_idempotency._stores.dynamodb.wire.path import FastWire
 
 def first_use():
     client = _default_client(None, "us-east-1")
@@ -210,9 +210,9 @@ class SelfCheckTimes:
     build: float
     """Seconds to build the lean path over the process's first client."""
     check: float
-    """Seconds for its self-check (`_wire_check`), the process's first: botocore's and our
-    lazily built parts (model shapes, exception classes, compiled decoders) built on the way,
-    as the first calls would build them."""
+    """Seconds for its self-check (`_stores.dynamodb.wire.check`), the process's first:
+    botocore's and our lazily built parts (model shapes, exception classes, compiled decoders)
+    built on the way, as the first calls would build them."""
     check_again: float
     """Seconds for the self-check of a second client in the same process."""
     boto3_call: float

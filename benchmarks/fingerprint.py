@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from lambda_idempotency import PayloadInvalidError
+from lambda_idempotency._base.keys import payload_hash
 from lambda_idempotency._http import HttpRequest
-from lambda_idempotency._keys import payload_hash
 
 from .report import Budget, Section, Table, duration, kilobytes
 

@@ -21,8 +21,7 @@ from typing import Any
 import boto3
 
 from lambda_idempotency import DynamoDBStore, idempotent
-from lambda_idempotency._record import Record, Status
-from lambda_idempotency._store import StoredForm
+from lambda_idempotency._stores.record import Record, Status, StoredForm
 from lambda_idempotency.testing import FakeLambdaContext
 
 
@@ -122,8 +121,8 @@ def per_outcome(number: int = 100_000, repeats: int = 5) -> dict[str, float]:
     whose spread on a busy machine is several microseconds."""
     from aws_lambda_powertools import Metrics
 
-    from lambda_idempotency._metrics import EmfLines, ThroughMetrics
-    from lambda_idempotency._observe import annotate_trace
+    from lambda_idempotency._base.metrics import EmfLines, ThroughMetrics
+    from lambda_idempotency._base.observe import annotate_trace
 
     emf = EmfLines("LambdaIdempotency", "bench.handler")
     powertools = Metrics(namespace="Bench", service="bench")

@@ -36,7 +36,7 @@ OWN_ITEM = "an item of its own"
 @contextlib.contextmanager
 def _inline_limit(limit: int) -> Iterator[None]:
     """Every result kept in the record up to `limit` stored bytes, whatever the key."""
-    from lambda_idempotency._store import DynamoDBStore
+    from lambda_idempotency._stores.dynamodb.store import DynamoDBStore
 
     original = DynamoDBStore.inline_limit
     DynamoDBStore.inline_limit = lambda self, pk, **_: limit  # type: ignore[method-assign]
@@ -62,7 +62,7 @@ class Placement:
 def _placed(where: str) -> contextlib.AbstractContextManager[None]:
     """In the record while an item can hold it (the layout before 1 KB records), or always in
     an item of its own."""
-    from lambda_idempotency._store import INLINE_RESULT_BYTES
+    from lambda_idempotency._stores.dynamodb.store import INLINE_RESULT_BYTES
 
     return _inline_limit(INLINE_RESULT_BYTES if where == RECORD else 0)
 

@@ -94,7 +94,7 @@ def per_call(calls: dict[str, Callable[[], Any]], *, rounds: int, chunk: int) ->
 
 
 def calls_per_path(client: Any, table: str) -> dict[str, Callable[[], Any]]:
-    from lambda_idempotency._wire import FastWire
+    from lambda_idempotency._stores.dynamodb.wire.path import FastWire
 
     wire = FastWire(client)
     claim = claim_request(table)

@@ -186,7 +186,7 @@ def our_default_client(endpoint_url: str) -> Any:
     on this endpoint: what a user who passes no client runs."""
     import os
 
-    from lambda_idempotency._store import _default_client
+    from lambda_idempotency._stores.dynamodb.store import _default_client
 
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "benchmark")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "benchmark")

@@ -1,12 +1,12 @@
 """`make mutate`: mutmut over the modules the failure promises live in, on the fast tests.
 
-As a program (`python -m tests.mutation [MODULE [MUTANT...]]`) it starts one DynamoDB Local
-for the whole run, runs `mutmut run` (on one module's mutants if given, e.g. `_cache`, or on
-the named mutants of it only), and prints the summary. As a pytest plugin (`-p
-tests.mutation`, set in pyproject's [tool.mutmut]) it points every mutant's tests at that
-DynamoDB Local, with table names unique per process, instead of starting a JVM per mutant (a
-mutant killed on timeout would leave its JVM behind), and runs the moto unit tests before the
-DynamoDB Local ones, so most mutants die in the first seconds.
+As a program (`python -m tests.mutation [MODULE [MUTANT...]]`) it starts one DynamoDB Local for the
+whole run, runs `mutmut run` (on one module's mutants if given, e.g. `_protocol.cache`, or on the
+named mutants of it only), and prints the summary. As a pytest plugin (`-p tests.mutation`, set in
+pyproject's [tool.mutmut]) it points every mutant's tests at that DynamoDB Local, with table names
+unique per process, instead of starting a JVM per mutant (a mutant killed on timeout would leave its
+JVM behind), and runs the moto unit tests before the DynamoDB Local ones, so most mutants die in the
+first seconds.
 """
 
 from __future__ import annotations
@@ -30,24 +30,24 @@ ENDPOINT = "LAMBDA_IDEMPOTENCY_MUTATION_ENDPOINT"
 ROOT = Path(__file__).resolve().parents[1]
 
 PROMISE_MODULES = (
-    "_protocol",
-    "_engine",
-    "_claiming",
-    "_completing",
-    "_replaying",
-    "_async",
-    "_waiting",
-    "_store",
-    "_layout",
-    "_item_size",
-    "_keys",
-    "_cache",
-    "_record",
-    "_encoding",
-    "_execution",
-    "_limits",
-    "_callables",
-    "_durable",
+    "_protocol.run",
+    "_protocol.engine",
+    "_protocol.claiming",
+    "_protocol.completing",
+    "_protocol.replaying",
+    "_protocol.coroutines",
+    "_protocol.waiting",
+    "_stores.dynamodb.store",
+    "_stores.dynamodb.layout",
+    "_stores.dynamodb.item_size",
+    "_base.keys",
+    "_protocol.cache",
+    "_stores.record",
+    "_stores.encoding",
+    "_protocol.execution",
+    "_stores.dynamodb.limits",
+    "_protocol.callables",
+    "_protocol.durable",
 )
 STORE_POLICY = (
     # What an HTTP response or a batch record stores and replays, and under which key.
@@ -122,7 +122,8 @@ def mutant_patterns(module: str | None) -> list[str]:
     if module == "store-policy":
         return [f"lambda_idempotency.{name}*" for name in STORE_POLICY]
     if module:
-        return [f"lambda_idempotency.{module.removesuffix('.py')}.*"]
+        dotted = module.removesuffix(".py").replace("/", ".")  # `_protocol/cache.py` too
+        return [f"lambda_idempotency.{dotted}.*"]
     return [f"lambda_idempotency.{name}.*" for name in PROMISE_MODULES] + [
         f"lambda_idempotency.{name}*" for name in STORE_POLICY
     ]
@@ -183,11 +184,11 @@ def refresh_copies() -> list[str]:
     the copies that differ from the source, for mutmut to copy afresh."""
     source = ROOT / "layer" / "lambda_idempotency"
     copies = ROOT / "mutants" / "src" / "lambda_idempotency"
-    mutated = {name.rsplit("/", 1)[-1] for name in _only_mutate()}
+    mutated = {name.removeprefix("src/lambda_idempotency/") for name in _only_mutate()}
     dropped = []
     for copy in sorted(copies.rglob("*.py")) if copies.is_dir() else []:
         original = source / copy.relative_to(copies)
-        if copy.name in mutated and copy.parent == copies:
+        if str(copy.relative_to(copies)) in mutated:
             continue
         if not original.is_file() or original.read_bytes() != copy.read_bytes():
             copy.unlink()

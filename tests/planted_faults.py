@@ -24,7 +24,7 @@ Plant = tuple  # (name, module, old, new, test files, *(module, old, new) more e
 PLANTS: list[Plant] = [
     (
         "claim: clock read before the client is built (sync)",
-        "_claiming.py",
+        "_protocol/claiming.py",
         (
             "    store._caller()  # the client (and its wire path) built before the clock is read\n"
             "    now = engine.settings.clock.now_ms()\n"
@@ -34,7 +34,7 @@ PLANTS: list[Plant] = [
     ),
     (
         "claim: remaining time read before the client is built, clock after",
-        "_claiming.py",
+        "_protocol/claiming.py",
         (
             "    store._caller()  # the client (and its wire path) built before the clock is read\n"
             "    now = engine.settings.clock.now_ms()\n"
@@ -49,7 +49,7 @@ PLANTS: list[Plant] = [
     ),
     (
         "async: claim's clock read on the loop, before the executor queue",
-        "_claiming.py",
+        "_protocol/claiming.py",
         ("    now = engine.settings.clock.now_ms()\n    lease_ms = engine._lease_ms(context)\n"),
         (
             "    now = execution.claimed_at_ms or engine.settings.clock.now_ms()\n"
@@ -57,14 +57,14 @@ PLANTS: list[Plant] = [
         ),
         [LW],
         (
-            "_async.py",
+            "_protocol/coroutines.py",
             "    execution = new_execution(pk, None)\n",
             ("    execution = new_execution(pk, None)\n    execution.claimed_at_ms = now\n"),
         ),
     ),
     (
         "async engine: a heartbeat failure the coroutine swallowed is not raised",
-        "_async.py",
+        "_protocol/coroutines.py",
         (
             "        if execution._failure is not None:\n"
             "            raise execution._failure  # a heartbeat lost the key: complete nothing\n"
@@ -74,14 +74,14 @@ PLANTS: list[Plant] = [
     ),
     (
         "extend_lease shortens a longer lease",
-        "_claiming.py",
+        "_protocol/claiming.py",
         "lease_until = max(now + int(seconds * 1000), execution.lease_until_ms or now)",
         "lease_until = now + int(seconds * 1000)",
         [LW],
     ),
     (
         "extend_lease: inf accepted (finite and bounded checks dropped)",
-        "_execution.py",
+        "_protocol/execution.py",
         (
             "        and math.isfinite(seconds)\n"
             "        and (seconds >= least if least else seconds > 0)\n"
@@ -92,7 +92,7 @@ PLANTS: list[Plant] = [
     ),
     (
         "heartbeat: an error in its thread swallowed",
-        "_execution.py",
+        "_protocol/execution.py",
         (
             "            except BaseException as exc:  # anything that ends the beats is reported\n"
             "                failure.append(exc)\n"
@@ -102,21 +102,21 @@ PLANTS: list[Plant] = [
     ),
     (
         "heartbeat: a refused write retried silently",
-        "_execution.py",
+        "_protocol/execution.py",
         ("                        if not exc.retryable:\n                            raise\n"),
         "",
         [LW],
     ),
     (
         "heartbeat: lapse between beats not checked",
-        "_execution.py",
+        "_protocol/execution.py",
         "    if now is not None and lease_until is not None and now() > lease_until:",
         "    if False:",
         [LW],
     ),
     (
         "engine: a heartbeat failure the handler swallowed is not raised",
-        "_protocol.py",
+        "_protocol/run.py",
         (
             "            if execution._failure is not None:\n"
             "                raise execution._failure  # a heartbeat lost the key: complete nothing\n"
@@ -126,21 +126,21 @@ PLANTS: list[Plant] = [
     ),
     (
         "completion window from the claim instead of the end of work",
-        "_completing.py",
+        "_protocol/completing.py",
         "    return completed_at + window - answer_margin_ms(window)",
         "    return (execution.claimed_at_ms or completed_at) + window - answer_margin_ms(window)",
         [LW],
     ),
     (
         "completion window: the context's deadline ignored",
-        "_claiming.py",
+        "_protocol/claiming.py",
         "    return now_ms + remaining - _completing.answer_margin_ms(remaining)",
         "    return now_ms + min(remaining, 10_000) - _completing.answer_margin_ms(remaining)",
         [LW],
     ),
     (
         "nested deferred check dropped",
-        "_encoding.py",
+        "_stores/encoding.py",
         (
             "    deferred = deferred_in(result)\n"
             "    if deferred:\n"
@@ -151,7 +151,7 @@ PLANTS: list[Plant] = [
     ),
     (
         "pydantic drains a nested generator (pre-check dropped)",
-        "_encoding.py",
+        "_stores/encoding.py",
         (
             "        if deferred_in(value):  # pydantic would drain a generator or iterator into a li"
             "st\n"
@@ -161,14 +161,14 @@ PLANTS: list[Plant] = [
     ),
     (
         "async: nested deferred raised without releasing the key",
-        "_async.py",
+        "_protocol/coroutines.py",
         "        await _to_the_end(_completing.release, engine, store, execution, reason=reason)\n",
         "",
         [LW],
     ),
     (
         "sync: nested deferred raised without releasing the key",
-        "_completing.py",
+        "_protocol/completing.py",
         (
             '        release(engine, store, execution, reason="DeferredResultError")\n'
             "        raise\n"
@@ -178,7 +178,7 @@ PLANTS: list[Plant] = [
     ),
     (
         "store: extension's owner condition dropped",
-        "_store.py",
+        "_stores/dynamodb/store.py",
         (
             "            Item=item,\n"
             '            ConditionExpression=f"{OWNED_BY_ME} AND {STILL_IN_PROGRESS}",'

@@ -84,7 +84,7 @@ CASES = [
     SourceCase(
         "http-api", APIGatewayProxyEventV2, _http("http-api"), "requestContext.requestId", "body"
     ),
-    # An index: not one of the selectors `_keys` runs without the JMESPath interpreter.
+    # An index: not one of the selectors `_base.keys` runs without the JMESPath interpreter.
     SourceCase("sqs", SQSEvent, sqs, "Records[0].messageId", "Records[0].body"),
     SourceCase("eventbridge", EventBridgeEvent, eventbridge, "detail.order_id", "detail"),
 ]

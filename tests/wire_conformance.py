@@ -21,9 +21,9 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from lambda_idempotency import DynamoDBStore, StoreError
-from lambda_idempotency._encoding import CHUNKED
-from lambda_idempotency._record import Record, Status
-from lambda_idempotency._wire import FastWire
+from lambda_idempotency._stores.dynamodb.wire.path import FastWire
+from lambda_idempotency._stores.encoding import CHUNKED
+from lambda_idempotency._stores.record import Record, Status
 
 NOW = 1_800_000_000_000
 FROZEN = datetime.datetime(2027, 1, 15, 8, 0, 0)

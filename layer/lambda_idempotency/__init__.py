@@ -10,9 +10,8 @@ The code lives in private modules, one idea each; this module is the public surf
 
 import typing as _typing
 
-from ._clock import SystemClock
-from ._decorators import idempotent, idempotent_function
-from ._errors import (
+from ._base.clock import SystemClock
+from ._base.errors import (
     CompletionConflictError,
     ConfigurationError,
     DeferredResultError,
@@ -32,17 +31,18 @@ from ._errors import (
     ScopeMissingError,
     StoreError,
 )
-from ._execution import Execution, current_execution
-from ._record import AttributeNames, OnReplay, Record, ReplayInfo, Status
-from ._store import DynamoDBStore
+from ._decorators import idempotent, idempotent_function
+from ._protocol.execution import Execution, current_execution
+from ._stores.dynamodb.store import DynamoDBStore
+from ._stores.record import AttributeNames, OnReplay, Record, ReplayInfo, Status
 from ._version import VERSION as _VERSION
 
 if _typing.TYPE_CHECKING:
     from ._batch import BatchResponse, idempotent_record, process_batch
-    from ._durable import durable_step_key
     from ._http import HttpResponse, idempotent_http
     from ._options import Clock, Options
-    from ._powertools_layout import PowertoolsOptions
+    from ._protocol.durable import durable_step_key
+    from ._stores.dynamodb.powertools_layout import PowertoolsOptions
 
 __version__ = _VERSION
 """This package's version (semantic versioning; CHANGELOG.md says what each one changes)."""
@@ -50,13 +50,13 @@ __version__ = _VERSION
 _FRONT_ENDS = {
     "BatchResponse": "_batch",
     "idempotent_record": "_batch",
-    "durable_step_key": "_durable",
+    "durable_step_key": "_protocol.durable",
     "process_batch": "_batch",
     "HttpResponse": "_http",
     "idempotent_http": "_http",
     "Options": "_options",
     "Clock": "_options",
-    "PowertoolsOptions": "_powertools_layout",
+    "PowertoolsOptions": "_stores.dynamodb.powertools_layout",
 }
 """Imported on first use: a handler pays at cold start only for the front end it uses, and
 nothing for the option types, which only a type checker or a reader needs."""

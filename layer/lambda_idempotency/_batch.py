@@ -17,12 +17,13 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unpack
 
-from . import _execution, _keys
-from ._callables import call_settled
+from ._base import keys as _keys
+from ._base.errors import NotABatchEventError
+from ._base.keys import Selector
 from ._decorators import build_engine
-from ._errors import NotABatchEventError
-from ._keys import Selector
-from ._protocol import Idempotency
+from ._protocol import execution as _execution
+from ._protocol.callables import call_settled
+from ._protocol.run import Idempotency
 
 if TYPE_CHECKING:
     from ._options import Options

@@ -1,9 +1,9 @@
 """`idempotent` for Lambda handlers and `idempotent_function` for any function.
 
 Each decoration builds its own `Idempotency` engine from its own arguments; a store passed to
-several decorators is only shared I/O, never shared configuration. On an `async def` both
-give back a coroutine function, run by `_async` (imported only then: no cold start pays
-for asyncio).
+several decorators is only shared I/O, never shared configuration. On an `async def` both give back
+a coroutine function, run by `_protocol.coroutines` (imported only then: no cold start pays for
+asyncio).
 """
 
 from __future__ import annotations
@@ -14,21 +14,26 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, Unpack, cast
 
-from . import _encoding, _execution, _keys, _limits, _observe
-from ._cache import ResultCache
-from ._callables import await_settled, call_settled, check_callable, is_coroutine_callable
-from ._clock import SYSTEM_CLOCK
-from ._errors import ConfigurationError
-from ._execution import MAX_EXTENSION_SECONDS, shown
-from ._keys import NATIVE_KEYS, Selector
-from ._protocol import DEFAULT_CLOCK_SKEW_SECONDS, Idempotency, Settings
-from ._record import OnReplay
-from ._store import DynamoDBStore
+from ._base import keys as _keys
+from ._base import observe as _observe
+from ._base.clock import SYSTEM_CLOCK
+from ._base.errors import ConfigurationError
+from ._base.keys import Selector
+from ._protocol import execution as _execution
+from ._protocol.cache import ResultCache
+from ._protocol.callables import await_settled, call_settled, check_callable, is_coroutine_callable
+from ._protocol.execution import MAX_EXTENSION_SECONDS, shown
+from ._protocol.run import DEFAULT_CLOCK_SKEW_SECONDS, Idempotency, Settings
+from ._stores import encoding as _encoding
+from ._stores.dynamodb import limits as _limits
+from ._stores.dynamodb.layout import NATIVE_KEYS
+from ._stores.dynamodb.store import DynamoDBStore
+from ._stores.record import OnReplay
 
 if TYPE_CHECKING:
-    from ._metrics import MetricsOption
+    from ._base.metrics import MetricsOption
     from ._options import Clock, Options
-    from ._record import InProgressPolicy
+    from ._stores.record import InProgressPolicy
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -78,7 +83,7 @@ def build_engine(
     awaits: bool = False,
 ) -> Idempotency:
     """Validate one decorator's arguments and build its engine (shared by every front end).
-    `awaits`: the front end awaits a coroutine function's result (`_async`)."""
+    `awaits`: the front end awaits a coroutine function's result (`_protocol.coroutines`)."""
     check_callable(function, awaits=awaits)
     if not isinstance(ttl_seconds, int) or ttl_seconds <= 0:
         raise ConfigurationError(
@@ -183,8 +188,8 @@ def idempotent(
 
 
 def _async_handler(handler: Callable[P, R], engine: Idempotency) -> IdempotentFunction[P, R]:
-    """`idempotent` on an async def handler: the same, awaited (`_async`)."""
-    from . import _async
+    """`idempotent` on an async def handler: the same, awaited (`_protocol.coroutines`)."""
+    from ._protocol import coroutines as _async
 
     @functools.wraps(handler)
     async def wrapper(*args: P.args, **kwargs: P.kwargs) -> Any:
@@ -215,9 +220,9 @@ def _envelope_shaped(event: Any) -> bool:
 
 
 def _durable_run(event: Any, context: Any) -> Any:
-    """The durable execution a handler runs in (`_durable`, imported only then), or None;
+    """The durable execution a handler runs in (`_protocol.durable`, imported only then), or None;
     refuses `@idempotent` outside `@durable_execution`, where it would see the SDK's envelope."""
-    from . import _durable
+    from ._protocol import durable as _durable
 
     if _durable.is_invocation_envelope(event):
         raise ConfigurationError(
@@ -265,7 +270,7 @@ def idempotent_function(
             return data, context
 
         if is_coroutine_callable(function):
-            from . import _async
+            from ._protocol import coroutines as _async
 
             @functools.wraps(function)
             async def awaiting(*args: P.args, **kwargs: P.kwargs) -> Any:

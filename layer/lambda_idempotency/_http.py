@@ -18,10 +18,9 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, Required, TypedDict, TypeVar, Unpack
 
-from . import _canonical, _execution, _keys
-from ._callables import call_settled
-from ._decorators import build_engine, mark
-from ._errors import (
+from ._base import canonical as _canonical
+from ._base import keys as _keys
+from ._base.errors import (
     ConfigurationError,
     InProgressError,
     KeyMissingError,
@@ -30,10 +29,13 @@ from ._errors import (
     PayloadInvalidError,
     PayloadMismatchError,
 )
-from ._keys import Selector
-from ._observe import emit
-from ._protocol import Idempotency
-from ._record import OnReplay
+from ._base.keys import Selector
+from ._base.observe import emit
+from ._decorators import build_engine, mark
+from ._protocol import execution as _execution
+from ._protocol.callables import call_settled
+from ._protocol.run import Idempotency
+from ._stores.record import OnReplay
 from ._tenant import authorizer_principal  # noqa: F401 (its former home; still importable)
 from ._tenant import principal_or_anonymous as _principal_or_anonymous
 
@@ -252,7 +254,7 @@ class CanonicalPayloads:
     Powertools' encoder writes a Decimal as its string and a number as it was parsed, so
     through it `{"amount": 1.5}` and `{"amount": "1.5"}` are one request and `100` and
     `1e2` two. Here two payloads hash alike exactly when they are the same value by our
-    canonical rules (`_canonical`), in one of two ways:
+    canonical rules (`_base.canonical`), in one of two ways:
 
     - a payload whose every number is an integer below 10**18 in magnitude (however it
       is spelled: `1e2`, `100.0`) is hashed by the layout (Powertools' formula, the

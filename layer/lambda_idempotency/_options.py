@@ -9,20 +9,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
-from ._powertools_layout import PowertoolsOptions  # noqa: F401 (its former home; still importable)
+from ._stores.dynamodb.powertools_layout import PowertoolsOptions  # noqa: F401 (its former home; still importable)
 
 if TYPE_CHECKING:
-    from ._keys import Selector
-    from ._metrics import MetricsOption
-    from ._record import InProgressPolicy, OnReplay
-    from ._store import DynamoDBStore
+    from ._base.keys import Selector
+    from ._base.metrics import MetricsOption
+    from ._stores.dynamodb.store import DynamoDBStore
+    from ._stores.record import InProgressPolicy, OnReplay
 
 
 class Clock(Protocol):
     """What the protocol needs of time: wall-clock milliseconds, and a way to wait.
 
-    A coroutine function's waits (`_async`) await the clock's `async_sleep(seconds)` if it
-    has one; else its `sleep` runs in a worker thread, never on the event loop."""
+    A coroutine function's waits (`_protocol.coroutines`) await the clock's `async_sleep(seconds)`
+    if it has one; else its `sleep` runs in a worker thread, never on the event loop."""
 
     def now_ms(self) -> int: ...
 

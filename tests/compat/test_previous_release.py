@@ -34,7 +34,7 @@ import pytest
 
 import lambda_idempotency
 from lambda_idempotency import DynamoDBStore, NewerFormatError
-from lambda_idempotency._record import FORMAT_VERSION
+from lambda_idempotency._stores.record import FORMAT_VERSION
 from tests.compat import catalogue
 from tests.conftest import create_table
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from lambda_idempotency import DynamoDBStore
-from lambda_idempotency._store_contract import IdempotencyStore
+from lambda_idempotency._stores.contract import IdempotencyStore
 from lambda_idempotency.testing import FakeClock, create_idempotency_table
 
 TOMBSTONE = "tombstone"

@@ -23,7 +23,7 @@ from lambda_idempotency import (
     current_execution,
     idempotent,
 )
-from lambda_idempotency._store_contract import IdempotencyStore
+from lambda_idempotency._stores.contract import IdempotencyStore
 from lambda_idempotency.testing import FakeClock
 from tests.conformance.conftest import SCOPE, StoreFactory
 

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from lambda_idempotency import IdempotencyError, Status
-from lambda_idempotency._encoding import encode
-from lambda_idempotency._store_contract import IdempotencyStore, OperatorStore
+from lambda_idempotency._stores.contract import IdempotencyStore, OperatorStore
+from lambda_idempotency._stores.encoding import encode
 from tests.conformance.conftest import (
     CHUNKS,
     ENLISTED_WRITES,

@@ -16,7 +16,7 @@ from lambda_idempotency import (
     idempotent_record,
     process_batch,
 )
-from lambda_idempotency._keys import key_hash
+from lambda_idempotency._base.keys import key_hash
 from tests.batch_events import (
     FIFO_QUEUE_ARN,
     batch,

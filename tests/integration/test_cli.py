@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from lambda_idempotency import DynamoDBStore, _keys, idempotent
+from lambda_idempotency import DynamoDBStore, idempotent
+from lambda_idempotency._base import keys as _keys
 from lambda_idempotency._dev import cli
-from lambda_idempotency._record import Status
+from lambda_idempotency._stores.record import Status
 from tests.conftest import local_client
 
 ROOT = Path(__file__).resolve().parents[2]

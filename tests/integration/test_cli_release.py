@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from lambda_idempotency import DynamoDBStore, _keys, idempotent
+from lambda_idempotency import DynamoDBStore, idempotent
+from lambda_idempotency._base import keys as _keys
 from lambda_idempotency._dev import cli
-from lambda_idempotency._record import Status
-from lambda_idempotency._store import TOMBSTONE_SECONDS
+from lambda_idempotency._stores.dynamodb.store import TOMBSTONE_SECONDS
+from lambda_idempotency._stores.record import Status
 
 NAMESPACE = "Release.app.handler"
 MINUTE_MS = 60_000

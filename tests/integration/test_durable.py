@@ -36,8 +36,8 @@ from lambda_idempotency import (
     idempotent,
     idempotent_function,
 )
-from lambda_idempotency._durable import owner_token
-from lambda_idempotency._record import Status
+from lambda_idempotency._protocol.durable import owner_token
+from lambda_idempotency._stores.record import Status
 
 pytestmark = pytest.mark.dynamodb_local
 

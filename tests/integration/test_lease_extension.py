@@ -20,7 +20,7 @@ from lambda_idempotency import (
     current_execution,
     idempotent,
 )
-from lambda_idempotency._record import Status
+from lambda_idempotency._stores.record import Status
 from tests.conftest import FakeClock, FakeContext
 from tests.long_work import record_of
 
@@ -184,7 +184,7 @@ def test_a_lost_extension_says_what_holds_the_key_now_and_logs_its_step(
 ) -> None:
     """The zombie's LeaseLostError names the status of the record that holds the key now
     (another claim's IN_PROGRESS, then its COMPLETED), and its `lease_lost` line the step
-    (make mutate's survivors of `_claiming.extend_lease`)."""
+    (make mutate's survivors of `_protocol.claiming.extend_lease`)."""
     lost: list[str] = []
     zombie: list[Any] = []
 

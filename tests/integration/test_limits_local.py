@@ -34,10 +34,10 @@ from lambda_idempotency import (
     AttributeNames,
     ConfigurationError,
     DynamoDBStore,
-    _encoding,
     current_execution,
     idempotent,
 )
+from lambda_idempotency._stores import encoding as _encoding
 from lambda_idempotency.testing import FakeClock, FakeLambdaContext, create_idempotency_table
 from tests.reliability.faults import Fault, FaultInjector
 

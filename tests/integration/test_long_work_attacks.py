@@ -34,8 +34,8 @@ from lambda_idempotency import (
     current_execution,
     idempotent,
 )
-from lambda_idempotency._durable import owner_token
-from lambda_idempotency._record import Status
+from lambda_idempotency._protocol.durable import owner_token
+from lambda_idempotency._stores.record import Status
 from tests.conftest import FakeClock, FakeContext
 from tests.integration.test_durable import (
     Handler,

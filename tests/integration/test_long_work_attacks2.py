@@ -32,7 +32,7 @@ from lambda_idempotency import (
     current_execution,
     idempotent,
 )
-from lambda_idempotency._record import Status
+from lambda_idempotency._stores.record import Status
 from tests.integration.test_durable import (
     Handler,
     Ledger,

@@ -21,7 +21,7 @@ from lambda_idempotency import (
     current_execution,
     idempotent,
 )
-from lambda_idempotency._encoding import not_stored_marker
+from lambda_idempotency._stores.encoding import not_stored_marker
 from tests.conftest import FakeClock, FakeContext
 from tests.reliability.faults import Fault, FaultInjector, fast_retries
 
@@ -616,7 +616,7 @@ def test_completion_retries_stop_when_the_next_backoff_would_pass_the_time_to_an
     to 1 s, as long as the next pause ends before the time it must answer by (its remaining
     time less a tenth: 2,550, 2,551 or 10,800 ms here), each retry a WARNING, then gives up
     with an ERROR and answers. Jitter at its ceiling, so the pauses are exact."""
-    from lambda_idempotency import _completing
+    from lambda_idempotency._protocol import completing as _completing
 
     monkeypatch.setattr(_completing, "random", SimpleNamespace(uniform=lambda low, high: high))
     handler, runs = handler_for(default_store, clock=clock)
@@ -936,7 +936,7 @@ def test_without_a_context_completion_retries_for_ten_seconds_at_most(
     """Outside Lambda nothing says when the caller gives up: completion keeps trying for
     10 s from the end of the work (or the lease's length, if shorter), less a tenth to
     answer in. Jitter at its ceiling, so the pauses are exact."""
-    from lambda_idempotency import _completing
+    from lambda_idempotency._protocol import completing as _completing
 
     monkeypatch.setattr(_completing, "random", SimpleNamespace(uniform=lambda low, high: high))
 

@@ -15,10 +15,10 @@ from lambda_idempotency import (
     PayloadMismatchError,
     Status,
     StoreError,
-    _keys,
     current_execution,
     idempotent,
 )
+from lambda_idempotency._base import keys as _keys
 from tests.conftest import FakeClock, FakeContext, RoundTrips, create_table
 
 

@@ -45,9 +45,9 @@ from lambda_idempotency import (
     IdempotencyError,
     InProgressError,
     PayloadMismatchError,
-    _keys,
     idempotent,
 )
+from lambda_idempotency._base import keys as _keys
 from tests.conftest import FakeClock, FakeContext, create_table
 from tests.model.reference import Completed, End, Expected, Free, Held, Reference
 from tests.model.wire import Faults, Killed, Lose, Wire

@@ -32,9 +32,9 @@ from lambda_idempotency import (
     StoreError,
     idempotent,
 )
-from lambda_idempotency._encoding import encode
-from lambda_idempotency._errors import UNREADABLE_CODES
-from lambda_idempotency._store import _chunk_pk
+from lambda_idempotency._base.errors import UNREADABLE_CODES
+from lambda_idempotency._stores.dynamodb.store import _chunk_pk
+from lambda_idempotency._stores.encoding import encode
 from tests.conftest import FakeClock, create_table
 
 pytestmark = pytest.mark.dynamodb_local

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from lambda_idempotency import DynamoDBStore
-from lambda_idempotency._wire import FastWire
+from lambda_idempotency._stores.dynamodb.wire.path import FastWire
 from tests.wire_conformance import Call, answer, both_ways, same_outcome, store_calls
 
 

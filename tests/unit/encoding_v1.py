@@ -19,12 +19,12 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from lambda_idempotency._errors import (
+from lambda_idempotency._base.errors import (
     IdempotencyError,
     ResultNotSerializableError,
     ResultTooLargeError,
 )
-from lambda_idempotency._value import Value
+from lambda_idempotency._base.value import Value
 
 PLAIN = b"j"
 COMPRESSED = b"z"

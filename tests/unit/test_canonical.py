@@ -17,13 +17,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lambda_idempotency import IdempotencyError, MisuseError, PayloadInvalidError
-from lambda_idempotency._canonical import (
+from lambda_idempotency._base.canonical import (
     MAX_INTEGER_BITS,
     _walk,
     canonical_text,
     number_text,
 )
-from lambda_idempotency._keys import key_hash, payload_hash
+from lambda_idempotency._base.keys import key_hash, payload_hash
 
 CHECKS = settings(
     max_examples=int(os.environ.get("HYPOTHESIS_EXAMPLES", "150")), deadline=None, database=None

@@ -1,6 +1,6 @@
 """Numbers that differ only past a double's precision are different numbers.
 
-The canonical form compares numbers by their exact decimal value (`_canonical`'s docstring,
+The canonical form compares numbers by their exact decimal value (`_base.canonical`'s docstring,
 docs/http.md "What a retry must repeat"): `0.30000000000000001` is not `0.3`, although both
 read as the same double, and a key reused with the one after the other is a different
 payload (`PayloadMismatchError`, 422), never a replay. The same value spelled otherwise
@@ -32,14 +32,14 @@ from hypothesis import strategies as st
 from lambda_idempotency import (
     DynamoDBStore,
     PayloadMismatchError,
-    _keys,
     idempotent,
     idempotent_function,
     idempotent_http,
 )
-from lambda_idempotency._canonical import canonical_text, number_text
+from lambda_idempotency._base import keys as _keys
+from lambda_idempotency._base.canonical import canonical_text, number_text
+from lambda_idempotency._base.keys import payload_hash
 from lambda_idempotency._http import HttpRequest
-from lambda_idempotency._keys import payload_hash
 from tests.http_events import http_event
 
 CHECKS = settings(max_examples=200, deadline=None, database=None)

@@ -22,27 +22,31 @@ PACKAGE = "lambda_idempotency"
 SOURCE = Path(lambda_idempotency.__file__).resolve().parents[1]
 
 ON_IMPORT = {
-    "_cache",
-    "_callables",
-    "_canonical",
-    "_claiming",
-    "_clock",
-    "_completing",
+    "_base",
+    "_base.canonical",
+    "_base.clock",
+    "_base.errors",
+    "_base.keys",
+    "_base.observe",
+    "_base.value",
     "_decorators",
-    "_encoding",
-    "_engine",
-    "_errors",
-    "_execution",
-    "_item_size",
-    "_keys",
-    "_layout",
-    "_limits",
-    "_observe",
     "_protocol",
-    "_record",
-    "_replaying",
-    "_store",
-    "_value",
+    "_protocol.cache",
+    "_protocol.callables",
+    "_protocol.claiming",
+    "_protocol.completing",
+    "_protocol.engine",
+    "_protocol.execution",
+    "_protocol.replaying",
+    "_protocol.run",
+    "_stores",
+    "_stores.dynamodb",
+    "_stores.dynamodb.item_size",
+    "_stores.dynamodb.layout",
+    "_stores.dynamodb.limits",
+    "_stores.dynamodb.store",
+    "_stores.encoding",
+    "_stores.record",
     "_version",
 }
 """`from lambda_idempotency import DynamoDBStore, idempotent`: the decorator, the store, and the
@@ -50,33 +54,34 @@ protocol's steps a first call runs (claim, complete, replay), so that a function
 not its first invocation, pays for them."""
 
 ON_FIRST_CALL = {
-    "_wire",
-    "_wire_build",
-    "_wire_check",
-    "_wire_guard",
-    "_wire_lean",
-    "_wire_parse",
-    "_wire_plan",
-    "_wire_request",
-    "_wire_send",
+    "_stores.dynamodb.wire",
+    "_stores.dynamodb.wire.build",
+    "_stores.dynamodb.wire.check",
+    "_stores.dynamodb.wire.guard",
+    "_stores.dynamodb.wire.lean",
+    "_stores.dynamodb.wire.parse",
+    "_stores.dynamodb.wire.path",
+    "_stores.dynamodb.wire.plan",
+    "_stores.dynamodb.wire.request",
+    "_stores.dynamodb.wire.send",
 }
 """The first call builds the store's client and its fast wire path (checked against the
 client's own way once): nothing else."""
 
 NEVER = {
-    "_async",
+    "__main__",
+    "_base.metrics",
     "_batch",
     "_batch_processors",
-    "_durable",
-    "_http",
-    "_metrics",
-    "_options",
-    "_powertools_layout",
-    "_tenant",
-    "_waiting",
     "_dev",
+    "_http",
+    "_options",
+    "_protocol.coroutines",
+    "_protocol.durable",
+    "_protocol.waiting",
+    "_stores.dynamodb.powertools_layout",
+    "_tenant",
     "testing",
-    "__main__",
 }
 """Loaded when first used, by the handlers and tools that use them."""
 
@@ -157,8 +162,9 @@ def test_a_plain_handler_imports_only_its_path() -> None:
 def test_the_lists_name_modules_that_exist() -> None:
     """A module renamed or removed must leave the lists too, or they guard nothing."""
     folder = SOURCE / PACKAGE
-    existing = {path.stem for path in folder.glob("*.py")} | {
-        path.name for path in folder.iterdir() if (path / "__init__.py").is_file()
+    existing = {
+        ".".join(path.relative_to(folder).with_suffix("").parts).removesuffix(".__init__")
+        for path in folder.rglob("*.py")
     }
     assert (ON_IMPORT | ON_FIRST_CALL | NEVER) - existing == set()
     assert ON_IMPORT.isdisjoint(NEVER) and ON_FIRST_CALL.isdisjoint(NEVER)

@@ -228,7 +228,7 @@ def stored_as(size: int) -> str:
     import base64
     import random
 
-    from lambda_idempotency._encoding import encode
+    from lambda_idempotency._stores.encoding import encode
 
     text = base64.b64encode(random.Random(13).randbytes(size)).decode()
     low, high = 0, len(text)
@@ -609,7 +609,7 @@ def test_import_loads_neither_pydantic_nor_powertools() -> None:
 def test_default_client_names_this_library_and_its_version() -> None:
     from importlib.metadata import version
 
-    from lambda_idempotency._store import USER_AGENT
+    from lambda_idempotency._stores.dynamodb.store import USER_AGENT
     from lambda_idempotency._version import VERSION
 
     assert version("lambda-idempotency") == VERSION

@@ -25,7 +25,7 @@ import collections
 from typing import Any, assert_type
 
 from lambda_idempotency import DynamoDBStore, idempotent, idempotent_function, idempotent_http
-from lambda_idempotency._protocol import Idempotency
+from lambda_idempotency._protocol.run import Idempotency
 
 
 @idempotent(key="id", store=DynamoDBStore("t"))

@@ -40,8 +40,8 @@ from lambda_idempotency import (
     durable_step_key,
     idempotent,
 )
-from lambda_idempotency._durable import owner_token
-from lambda_idempotency._record import Status
+from lambda_idempotency._protocol.durable import owner_token
+from lambda_idempotency._stores.record import Status
 from tests.conftest import FakeContext
 
 

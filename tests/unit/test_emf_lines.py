@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import lambda_idempotency
 from lambda_idempotency import DynamoDBStore, PayloadMismatchError, idempotent
-from lambda_idempotency._metrics import dimension_value, metric_name, metric_sink
+from lambda_idempotency._base.metrics import dimension_value, metric_name, metric_sink
 from tests import emf
 from tests.conftest import FakeContext
 
@@ -36,7 +36,7 @@ def counted_outcomes() -> set[str]:
     its modules, a literal or a choice between literals (the test fails on anything else,
     so the set is complete)."""
     outcomes: set[str] = set()
-    for path in PACKAGE.glob("*.py"):
+    for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "_count":
                 outcomes |= _literals(node.args[0], f"{path.name}:{node.lineno}")

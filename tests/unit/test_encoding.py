@@ -26,7 +26,7 @@ from lambda_idempotency import (
     StoreError,
     idempotent,
 )
-from lambda_idempotency._encoding import MAX_STORED_BYTES, NOT_STORED, encode, loads, unpack
+from lambda_idempotency._stores.encoding import MAX_STORED_BYTES, NOT_STORED, encode, loads, unpack
 from tests.conftest import RoundTrips
 from tests.unit.models import Shipment
 
@@ -541,7 +541,7 @@ class _Slotted:
 def test_a_result_still_to_come_is_found_in_slots_and_cycles_and_no_iterator_is_consumed() -> None:
     """deferred_in looks through `__slots__` and cycles, and takes an iterator for a result
     still to come rather than draining it."""
-    from lambda_idempotency._encoding import deferred_in
+    from lambda_idempotency._stores.encoding import deferred_in
 
     iterator = iter([1, 2, 3])
     assert deferred_in([iterator]) == (iterator,)  # in a container: the result's
@@ -566,7 +566,7 @@ def test_an_event_loop_an_object_holds_is_not_searched_for_its_tasks() -> None:
     import asyncio
     import types
 
-    from lambda_idempotency._encoding import deferred_in
+    from lambda_idempotency._stores.encoding import deferred_in
 
     async def scenario() -> tuple[Any, ...]:
         sleeper = asyncio.create_task(asyncio.sleep(0.05))

@@ -15,7 +15,7 @@ from lambda_idempotency import (
     current_execution,
     idempotent,
 )
-from lambda_idempotency._execution import MAX_ENLISTED_WRITES, Execution
+from lambda_idempotency._protocol.execution import MAX_ENLISTED_WRITES, Execution
 
 PUT = {"Put": {"TableName": "ledger", "Item": {"id": {"S": "42"}}}}
 LOW_LEVEL_HINT = 'must be in the low-level client\'s shape, e.g. {"id": {"S": "42"}}'

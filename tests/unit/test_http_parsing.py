@@ -13,9 +13,9 @@ from lambda_idempotency import (
     ConfigurationError,
     NotAnHttpEventError,
     PayloadInvalidError,
-    _keys,
     idempotent_http,
 )
+from lambda_idempotency._base import keys as _keys
 from lambda_idempotency._http import (
     HttpRequest,
     InvalidKeyError,

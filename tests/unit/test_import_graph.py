@@ -1,4 +1,10 @@
-"""The runtime's imports run one way: no circle, and no module importing one above it.
+"""The runtime's imports run one way: down the folders, with no circle anywhere.
+
+The folders are the layers, lowest first: the foundations (`_base`), the store-neutral parts
+of the stores (`_stores`: the contract, the record, the result encoding), the DynamoDB store's
+wire path, the DynamoDB store, the protocol (`_protocol`), and the front ends at the top of the
+package. A module imports only from its own folder or a lower one, and the protocol knows a
+store only by its contract.
 
 Every import between the package's modules counts: at the top of a module, inside a
 function (the lazy ones that keep cold starts cheap) and under `if TYPE_CHECKING:` (a
@@ -15,82 +21,117 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "layer" / "lambda_idempotency"
 PACKAGE = "lambda_idempotency"
 
-LAYERS: list[tuple[str, ...]] = [
-    # leaves: no import of the package
-    (
-        "_version",
-        "_clock",
-        "_errors",
-        "_value",
-        "_canonical",
-        "_tenant",
-        "_item_size",
-        "_batch_processors",
-        "_wire_parse",
-        "_wire_request",
-    ),
-    # values and shapes; the record format; the wire path's plan and guard
-    ("_record", "_cache", "_encoding", "_execution", "_metrics", "_wire_plan"),
-    ("_callables", "_waiting", "_observe", "_layout", "_wire_guard"),
-    # the layouts (record format and key hashing), the wire path's request and exchange
-    ("_keys", "_powertools_layout", "_wire_build"),
-    ("_wire_send",),
-    ("_wire_lean",),
-    ("_wire_check",),
-    ("_wire",),
-    ("_store",),
-    # what uses the store
-    ("_limits", "_durable", "_store_contract"),
-    ("_options",),
-    # the protocol's steps, the engine that runs them in order, its driver for coroutines
-    ("_engine",),
-    ("_replaying", "_completing"),
-    ("_claiming",),
-    ("_protocol",),
-    ("_async",),
-    ("_decorators",),
-    ("_batch", "_http"),
-    ("__init__", "__main__", "testing"),
+FOLDERS: list[str] = [
+    "_base",
+    "_stores",
+    "_stores.dynamodb.wire",
+    "_stores.dynamodb",
+    "_protocol",
+    "",
 ]
-"""Lowest first: a module imports only modules of lower layers, never its own or higher."""
+"""Lowest first: a module imports only modules of its own folder or of a lower one."""
 
-RANK = {module: index for index, layer in enumerate(LAYERS) for module in layer}
+FOUNDATION_LEAVES = {"_version"}
+"""Modules at the top of the package that rank with the foundations: the version constant
+sits where packaging tools look for it."""
+
+TYPE_VOCABULARY = {"_options"}
+"""The public option types (`Options`, `Clock`): any layer may name them in annotations, under
+`if TYPE_CHECKING:` only, since nothing of theirs runs."""
+
+PROTOCOL_MAY_NAME = {"_stores.dynamodb.layout"}
+"""What the protocol may import of a store beyond the contract: the native key layout a
+decorator without a store of its own defaults to (`NATIVE_KEYS`)."""
 
 
 def _modules() -> list[str]:
-    return sorted(path.stem for path in PACKAGE_DIR.glob("*.py"))
+    """Dotted names under the package (`_protocol.claiming`, `__init__` for the top)."""
+    found = []
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        parts = path.relative_to(PACKAGE_DIR).with_suffix("").parts
+        if parts[0] == "_dev":
+            continue
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+            found.append(".".join(parts) + ".__init__")
+        else:
+            found.append(".".join(parts))
+    return found
+
+
+def _package_of(module: str) -> str:
+    """The folder a module sits in ('' for the package's top)."""
+    if module.endswith(".__init__"):
+        return module.removesuffix(".__init__")
+    return module.rpartition(".")[0]
+
+
+def _file_of(module: str) -> Path:
+    return PACKAGE_DIR / (module.replace(".", "/") + ".py")
+
+
+def _resolve(base: str) -> str | None:
+    """The module `base` names (a package means its `__init__`), or None when it is none of
+    the package's runtime modules."""
+    if base == "" or base.split(".", maxsplit=1)[0] == "_dev":
+        return None
+    if (PACKAGE_DIR / base.replace(".", "/") / "__init__.py").is_file():
+        return base + ".__init__"
+    return base if _file_of(base).is_file() else None
 
 
 def _imports(module: str) -> set[tuple[str, int]]:
     """(imported module, line) for every import of another of the package's modules."""
-    tree = ast.parse((PACKAGE_DIR / f"{module}.py").read_text(encoding="utf-8"))
+    tree = ast.parse(_file_of(module).read_text(encoding="utf-8"))
+    package = _package_of(module).split(".") if _package_of(module) else []
     found: set[tuple[str, int]] = set()
     for node in ast.walk(tree):
-        targets: list[str] = []
+        bases: list[str] = []
         if isinstance(node, ast.ImportFrom):
-            if node.level == 1:
-                base = node.module
-            elif node.level == 0 and (node.module or "").startswith(f"{PACKAGE}."):
+            if node.level:
+                anchor = package[: len(package) - (node.level - 1)]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            elif (node.module or "").startswith(f"{PACKAGE}."):
                 base = (node.module or "").removeprefix(f"{PACKAGE}.")
             else:
                 continue
-            # `from . import _encoding` imports modules; `from ._store import X`, one module
-            targets = [alias.name for alias in node.names] if base is None else [base]
+            # `from . import claiming` imports modules; `from .engine import X`, one module
+            bases = [base]
+            bases += [f"{base}.{alias.name}".lstrip(".") for alias in node.names]
         elif isinstance(node, ast.Import):
-            targets = [
+            bases = [
                 alias.name.removeprefix(f"{PACKAGE}.")
                 for alias in node.names
                 if alias.name.startswith(f"{PACKAGE}.")
             ]
-        for target in targets:
-            top = target.split(".")[0]
-            if top not in ("_dev", module):
-                found.add((top, node.lineno))
+        for base in bases:
+            target = _resolve(base)
+            if target is not None and target not in (module, "__init__"):
+                found.add((target, node.lineno))
     return found
+
+
+def _type_only_lines(module: str) -> set[int]:
+    """The lines inside `if TYPE_CHECKING:` blocks."""
+    lines: set[int] = set()
+    for node in ast.walk(ast.parse(_file_of(module).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
 
 
 def _graph() -> dict[str, set[str]]:
     return {module: {target for target, _ in _imports(module)} for module in _modules()}
+
+
+def _rank(module: str) -> int:
+    if module in FOUNDATION_LEAVES:
+        return 0
+    folder = _package_of(module)
+    while folder not in FOLDERS:
+        folder = folder.rpartition(".")[0]
+    return FOLDERS.index(folder)
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -129,29 +170,43 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_the_graph_sees_every_kind_of_import() -> None:
-    """Top-level, lazy (in a function) and type-only imports all show up."""
-    store = _graph()["_store"]
-    assert {"_errors", "_record"} <= store  # top-level
-    assert "_wire" in store  # inside `_caller`, on first use
+    """Top-level, lazy (in a function), type-only and module imports all show up."""
+    store = _graph()["_stores.dynamodb.store"]
+    assert {"_base.errors", "_stores.record"} <= store  # top-level
+    assert "_stores.dynamodb.wire.path" in store  # inside `_caller`, on first use
     decorators = _graph()["_decorators"]
-    assert {"_options", "_durable"} <= decorators  # type-only; lazy
+    assert {"_options", "_protocol.durable"} <= decorators  # type-only; lazy
+    assert "_protocol.completing" in _graph()["_protocol.claiming"]  # `from . import x`
 
 
 def test_no_import_circle() -> None:
     assert _circles(_graph()) == []
 
 
-def test_every_module_has_a_layer() -> None:
-    modules = set(_modules())
-    assert modules - set(RANK) == set(), "place each new module in LAYERS"
-    assert set(RANK) - modules == set(), "LAYERS names a module that does not exist"
+def test_every_module_sits_in_a_known_folder() -> None:
+    unknown = [m for m in _modules() if _package_of(m) and not _package_of(m).startswith("_")]
+    assert unknown == []
+    assert {_package_of(m) for m in _modules()} <= set(FOLDERS)
 
 
-def test_no_import_climbs_up() -> None:
+def test_no_import_climbs_up_the_folders() -> None:
     upward = sorted(
         f"{module} -> {target} (line {line})"
         for module in _modules()
         for target, line in _imports(module)
-        if module in RANK and target in RANK and RANK[target] >= RANK[module]
+        if _rank(target) > _rank(module)
+        and not (target in TYPE_VOCABULARY and line in _type_only_lines(module))
     )
     assert upward == []
+
+
+def test_the_protocol_knows_a_store_only_by_its_contract() -> None:
+    """A second store plugs in under the protocol without the protocol changing."""
+    named = sorted(
+        f"{module} -> {target} (line {line})"
+        for module in _modules()
+        if module.startswith("_protocol.")
+        for target, line in _imports(module)
+        if target.startswith("_stores.dynamodb") and target not in PROTOCOL_MAY_NAME
+    )
+    assert named == []

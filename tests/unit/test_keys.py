@@ -19,7 +19,7 @@ from lambda_idempotency import (
     ScopeMissingError,
     idempotent,
 )
-from lambda_idempotency._keys import compile_selector, describe_event, key_hash
+from lambda_idempotency._base.keys import compile_selector, describe_event, key_hash
 
 EXPRESSIONS = [
     "@",

@@ -44,7 +44,7 @@ from lambda_idempotency import (
     idempotent_function,
     idempotent_http,
 )
-from lambda_idempotency._keys import payload_hash
+from lambda_idempotency._base.keys import payload_hash
 from tests.http_events import header_field, http_event
 from tests.source_events import CASES, SourceCase
 
@@ -245,9 +245,9 @@ def http_layout(hash_function: str = "md5", *, fingerprint: bool = False) -> Any
 def test_http_payloads_hash_alike_exactly_when_they_are_the_same_value(
     one: Any, other: Any, hash_function: str
 ) -> None:
-    """The meaning is `_canonical`'s, under the Powertools layout as under the native one:
+    """The meaning is `_base.canonical`'s, under the Powertools layout as under the native one:
     one hash per value, whatever the spelling of its numbers, and never one for two."""
-    from lambda_idempotency._canonical import canonical_text
+    from lambda_idempotency._base.canonical import canonical_text
 
     layout = http_layout(hash_function)
     same = canonical_text(one) == canonical_text(other)
@@ -452,7 +452,7 @@ def test_payload_expressions_select_from_the_raw_event(
     ["keys(@)", "length(Records)", "Records[?eventSource=='aws:sqs'].messageId | [0]", "@"],
 )
 def test_any_jmespath_over_a_data_class_sees_the_raw_event(expression: str) -> None:
-    from lambda_idempotency._keys import compile_selector
+    from lambda_idempotency._base.keys import compile_selector
 
     raw = CASES[2].build("o-1", 10)
     select = compile_selector(expression, role="key")
@@ -548,7 +548,7 @@ class Shipment(pydantic.BaseModel):
 def test_raw_event_follows_powertools_prepare_data() -> None:
     from aws_lambda_powertools.utilities.idempotency.base import _prepare_data
 
-    from lambda_idempotency._keys import raw_event
+    from lambda_idempotency._base.keys import raw_event
 
     raw = CASES[1].build("o-1", 10)
     shipment = Shipment(id=uuid.UUID(int=7), at=datetime.datetime(2024, 1, 2), amount="1.50")
@@ -596,7 +596,7 @@ def test_selections_are_powertools_own(expression: str, event: Any) -> None:
     import jmespath
     from aws_lambda_powertools.utilities.idempotency.base import _prepare_data
 
-    from lambda_idempotency._keys import compile_selector
+    from lambda_idempotency._base.keys import compile_selector
 
     expected = jmespath.search(expression, _prepare_data(event))
     assert compile_selector(expression, role="key")(event) == expected

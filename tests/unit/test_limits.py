@@ -24,14 +24,20 @@ from lambda_idempotency import (
     AttributeNames,
     ConfigurationError,
     DynamoDBStore,
-    _encoding,
     idempotent,
     idempotent_function,
 )
 from lambda_idempotency._batch import idempotent_record, process_batch
 from lambda_idempotency._http import idempotent_http
-from lambda_idempotency._limits import ITEM_BYTES, check_decoration, item_size, problems
-from lambda_idempotency._store import CHUNK_BYTES, RECORD_BYTES, StoredForm
+from lambda_idempotency._stores import encoding as _encoding
+from lambda_idempotency._stores.dynamodb.limits import (
+    ITEM_BYTES,
+    check_decoration,
+    item_size,
+    problems,
+)
+from lambda_idempotency._stores.dynamodb.store import CHUNK_BYTES, RECORD_BYTES
+from lambda_idempotency._stores.record import StoredForm
 from tests.batch_events import batch, sqs_record
 from tests.conftest import FakeContext
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lambda_idempotency import ConfigurationError, idempotent
-from lambda_idempotency._execution import MAX_EXTENSION_SECONDS, Execution
+from lambda_idempotency._protocol.execution import MAX_EXTENSION_SECONDS, Execution
 
 DURATIONS = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),

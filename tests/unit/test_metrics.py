@@ -269,7 +269,7 @@ def test_off_by_default_nothing_is_imported() -> None:
         def handler(event, context):
             return 1
 
-        loaded = {"lambda_idempotency._metrics", "aws_xray_sdk", "opentelemetry"}
+        loaded = {"lambda_idempotency._base.metrics", "aws_xray_sdk", "opentelemetry"}
         print(sorted(loaded & set(sys.modules)))
         @idempotent(key="order_id", metrics=True, store=DynamoDBStore("t", region_name="x"))
         def counted(event, context):
@@ -280,7 +280,7 @@ def test_off_by_default_nothing_is_imported() -> None:
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=30
     )
-    assert result.stdout.splitlines() == ["[]", "['lambda_idempotency._metrics']"]
+    assert result.stdout.splitlines() == ["[]", "['lambda_idempotency._base.metrics']"]
 
 
 @pytest.mark.parametrize("wrong", [42, "", " ", ":x", "AWS/Lambda", "Zahlungen€", object()])

@@ -245,7 +245,7 @@ def test_a_coroutine_function_is_awaited_by_idempotent_and_idempotent_function(
     untouched: DynamoDBStore, front_end: str, misuse: str
 ) -> None:
     """However the coroutine function is reached (a partial, a method, an async __call__,
-    a marker), the decorated callable is a coroutine function: `_async` awaits it."""
+    a marker), the decorated callable is a coroutine function: `_protocol.coroutines` awaits it."""
     make, _ = DEFERRING[misuse]
     effects.clear()
 

@@ -20,7 +20,7 @@ from lambda_idempotency import (
     idempotent_function,
     idempotent_http,
 )
-from lambda_idempotency._keys import payload_hash
+from lambda_idempotency._base.keys import payload_hash
 from tests.http_events import http_event
 
 KEY = "2b8c7f0e-8f39-4a51-9d0c-3f6f1f0b8a11"

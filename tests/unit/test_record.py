@@ -5,7 +5,7 @@ slowest clock allowed."""
 from __future__ import annotations
 
 from lambda_idempotency._dev.cli import describe
-from lambda_idempotency._record import Record, Status
+from lambda_idempotency._stores.record import Record, Status
 
 EXPIRES_S = 1_000
 LEASE_ENDS_MS = 900_000

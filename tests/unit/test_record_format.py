@@ -19,9 +19,9 @@ from lambda_idempotency import (
     idempotent,
     idempotent_http,
 )
-from lambda_idempotency._errors import NEWER_RECORD_FORMAT, STORED_RECORD_UNREADABLE
-from lambda_idempotency._layout import Layout
-from lambda_idempotency._record import FORMAT_VERSION, AttributeNames, Record, Status
+from lambda_idempotency._base.errors import NEWER_RECORD_FORMAT, STORED_RECORD_UNREADABLE
+from lambda_idempotency._stores.dynamodb.layout import Layout
+from lambda_idempotency._stores.record import FORMAT_VERSION, AttributeNames, Record, Status
 from tests.conftest import create_table
 from tests.http_events import http_event
 from tests.store_calls import HOUR_S, NOW, claim, item
@@ -112,7 +112,7 @@ def test_the_powertools_layout_writes_the_format_beside_powertools_attributes(
 
 
 def test_the_format_attribute_costs_five_bytes_of_item() -> None:
-    from lambda_idempotency._item_size import item_size
+    from lambda_idempotency._stores.dynamodb.item_size import item_size
 
     assert item_size({"fmt": CURRENT}) == 5
 

@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lambda_idempotency import DynamoDBStore, PayloadMismatchError, idempotent
-from lambda_idempotency._keys import compile_selector, payload_hash
+from lambda_idempotency._base.keys import compile_selector, payload_hash
 
 
 def body_event(amount_text: str) -> dict[str, Any]:

@@ -20,8 +20,8 @@ from lambda_idempotency import (
     Status,
     StoreError,
 )
-from lambda_idempotency._record import Record
-from lambda_idempotency._store import stored_result_bytes
+from lambda_idempotency._stores.dynamodb.store import stored_result_bytes
+from lambda_idempotency._stores.record import Record
 from tests.store_calls import HOUR_S, NOW, Requests, claim, item
 
 

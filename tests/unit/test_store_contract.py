@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 
 from lambda_idempotency import DynamoDBStore
-from lambda_idempotency._store_contract import IdempotencyStore, OperatorStore
+from lambda_idempotency._stores.contract import IdempotencyStore, OperatorStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
 SATISFIES = '''
 """Checked by mypy --strict: assignments are the static proof."""
 from lambda_idempotency import DynamoDBStore
-from lambda_idempotency._store_contract import IdempotencyStore, OperatorStore
+from lambda_idempotency._stores.contract import IdempotencyStore, OperatorStore
 
 native: IdempotencyStore = DynamoDBStore("t")
 operators: OperatorStore = DynamoDBStore("t", layout="powertools")
@@ -88,7 +88,7 @@ def test_the_contract_is_not_on_the_cold_import_path() -> None:
         "import sys\n"
         "from lambda_idempotency import idempotent, DynamoDBStore\n"
         "idempotent(key='id', store=DynamoDBStore('t'))(lambda event, context: None)\n"
-        "print('lambda_idempotency._store_contract' in sys.modules)\n"
+        "print('lambda_idempotency._stores.contract' in sys.modules)\n"
     )
     ran = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60

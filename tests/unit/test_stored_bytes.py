@@ -34,7 +34,14 @@ from lambda_idempotency import (
     ResultTooLargeError,
     StoreError,
 )
-from lambda_idempotency._encoding import (
+from lambda_idempotency._base.errors import UNREADABLE_CODES
+from lambda_idempotency._stores.dynamodb.store import (
+    MAX_CHUNKS,
+    _chunk_pk,
+    chunk_pointer,
+    stored_result_bytes,
+)
+from lambda_idempotency._stores.encoding import (
     COMPRESS_FROM_BYTES,
     MAX_INT_DIGITS,
     NOT_STORED,
@@ -46,9 +53,7 @@ from lambda_idempotency._encoding import (
     rehydrate,
     unpack,
 )
-from lambda_idempotency._errors import UNREADABLE_CODES
-from lambda_idempotency._record import Record, Status
-from lambda_idempotency._store import MAX_CHUNKS, _chunk_pk, chunk_pointer, stored_result_bytes
+from lambda_idempotency._stores.record import Record, Status
 from tests.unit import encoding_v1
 
 # -- the records' attributes ----------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from lambda_idempotency import _keys
+from lambda_idempotency._base import keys as _keys
 from lambda_idempotency._tenant import ANONYMOUS, authorizer_principal, principal_or_anonymous
 from tests.http_events import http_event, jwt
 from tests.tenant_events import KINDS, principal_event

@@ -1,4 +1,4 @@
-"""`_value.Value` behaves as `typing.NamedTuple` does, for every way a caller builds one."""
+"""`_base.value.Value` behaves as `typing.NamedTuple` does, for every way a caller builds one."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lambda_idempotency import AttributeNames, Record, ReplayInfo, Status
-from lambda_idempotency._value import Value
+from lambda_idempotency._base.value import Value
 
 
 class Ours(Value):

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from lambda_idempotency import DynamoDBStore, ScopeMissingError, idempotent
-from lambda_idempotency._cache import CachedResult, ResultCache
-from lambda_idempotency._keys import payload_hash
+from lambda_idempotency._base.keys import payload_hash
+from lambda_idempotency._protocol.cache import CachedResult, ResultCache
 
 
 class Colour(enum.Enum):

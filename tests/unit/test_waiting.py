@@ -23,11 +23,11 @@ from lambda_idempotency import (
     InProgressError,
     PayloadMismatchError,
     StoreError,
-    _waiting,
     idempotent,
 )
-from lambda_idempotency._encoding import encode
-from lambda_idempotency._record import Record, Status
+from lambda_idempotency._protocol import waiting as _waiting
+from lambda_idempotency._stores.encoding import encode
+from lambda_idempotency._stores.record import Record, Status
 from tests.conftest import FakeClock, FakeContext, RoundTrips
 
 HOLDER = "holder-token"
@@ -799,7 +799,7 @@ NOW_MS = 1_790_000_000_000
 
 
 class Jitter:
-    """Stands in for `random` in `_waiting`: every draw is `share` of the way from the low
+    """Stands in for `random` in `_protocol.waiting`: every draw is `share` of the way from the low
     bound to the high one."""
 
     def __init__(self, share: float) -> None:

@@ -31,11 +31,12 @@ from botocore.config import Config
 from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 from botocore.stub import Stubber
 
-from lambda_idempotency import DynamoDBStore, _wire_request
-from lambda_idempotency._store import _default_client
-from lambda_idempotency._wire import FastWire, fast_wire
-from lambda_idempotency._wire_parse import compiled_parser
-from lambda_idempotency._wire_request import wire_parts
+from lambda_idempotency import DynamoDBStore
+from lambda_idempotency._stores.dynamodb.store import _default_client
+from lambda_idempotency._stores.dynamodb.wire import request as _wire_request
+from lambda_idempotency._stores.dynamodb.wire.parse import compiled_parser
+from lambda_idempotency._stores.dynamodb.wire.path import FastWire, fast_wire
+from lambda_idempotency._stores.dynamodb.wire.request import wire_parts
 from tests.wire_conformance import (
     Call,
     Scripted,

@@ -20,8 +20,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from lambda_idempotency import DynamoDBStore, StoreError, current_execution, idempotent
-from lambda_idempotency._store import _default_client
-from lambda_idempotency._wire import FastWire
+from lambda_idempotency._stores.dynamodb.store import _default_client
+from lambda_idempotency._stores.dynamodb.wire.path import FastWire
 from tests.wire_conformance import Scripted, answer
 
 CREDENTIALS = {"aws_access_key_id": "AKIDEXAMPLE", "aws_secret_access_key": "secret"}

@@ -21,9 +21,10 @@ import botocore.parsers
 import pytest
 from botocore.config import Config
 
-from lambda_idempotency import DynamoDBStore, _wire_check
-from lambda_idempotency._store import _default_client
-from lambda_idempotency._wire import FastWire
+from lambda_idempotency import DynamoDBStore
+from lambda_idempotency._stores.dynamodb.store import _default_client
+from lambda_idempotency._stores.dynamodb.wire import check as _wire_check
+from lambda_idempotency._stores.dynamodb.wire.path import FastWire
 from tests.wire_conformance import Scripted, answer
 
 CREDENTIALS = {"aws_access_key_id": "AKIDEXAMPLE", "aws_secret_access_key": "secret"}
@@ -289,8 +290,8 @@ def test_a_botocore_without_a_part_the_path_drives_says_so_once_per_client(
 def test_an_operation_whose_model_changed_is_named_and_the_others_stay_lean(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from lambda_idempotency import _wire_lean
-    from lambda_idempotency._wire_plan import CannotHonourError, Plan
+    from lambda_idempotency._stores.dynamodb.wire import lean as _wire_lean
+    from lambda_idempotency._stores.dynamodb.wire.plan import CannotHonourError, Plan
 
     def plan(operation_model: Any, client: Any, method: str) -> Plan:
         if method == "batch_get_item":

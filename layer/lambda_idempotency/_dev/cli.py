@@ -43,15 +43,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from .._errors import ConfigurationError, IdempotencyError, StoreError
-from .._record import Status
+from .._base.errors import ConfigurationError, IdempotencyError, StoreError
+from .._stores.record import Status
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from .._record import Record
-    from .._store import DynamoDBStore
-    from .._store_contract import OperatorStore
+    from .._stores.contract import OperatorStore
+    from .._stores.dynamodb.store import DynamoDBStore
+    from .._stores.record import Record
     from .invoke import Invocation
     from .template import FunctionSpec, TableSpec, Template
 
@@ -404,8 +404,8 @@ def _store(args: argparse.Namespace, config: Any = None) -> DynamoDBStore:
     """The table from --table, else IDEMPOTENCY_TABLE, else the template's idempotency table,
     in the layout the options name (--layout, --sort-key-attr, ...), as the functions
     configure their store."""
-    from .._record import AttributeNames
-    from .._store import DynamoDBStore
+    from .._stores.dynamodb.store import DynamoDBStore
+    from .._stores.record import AttributeNames
 
     table = args.table or os.environ.get("IDEMPOTENCY_TABLE")
     if table is None and _template_path(args) is None:
@@ -612,7 +612,7 @@ def describe(record: Record, now_ms: int) -> dict[str, Any]:
 
 def _result_bytes(record: Record) -> int | None:
     """The stored size of the result; None when its chunk pointer cannot be read."""
-    from .._store import stored_result_bytes
+    from .._stores.dynamodb.store import stored_result_bytes
 
     try:
         return stored_result_bytes(record)
@@ -831,7 +831,7 @@ def stored_result(store: OperatorStore, record: Record) -> dict[str, Any]:
     """The result a replay would return, decoded as the library decodes it, with its size
     as JSON; or why there is none. A result that cannot be decoded is a CommandError
     (EXIT_UNREADABLE); a failed call, a StoreError."""
-    from .._encoding import loads, unpack
+    from .._stores.encoding import loads, unpack
 
     what = f"the stored result of {record.pk}"
     try:
@@ -936,7 +936,7 @@ FORCE_DURABLE_WHY = (
 
 def _durable_holder(record: Record) -> bool:
     """Whether a durable execution holds the record: its owner token is the execution's."""
-    from .._durable import OWNER_PREFIX
+    from .._protocol.durable import OWNER_PREFIX
 
     return record.owner is not None and record.owner.startswith(OWNER_PREFIX)
 
@@ -1020,7 +1020,7 @@ def _release(store: DynamoDBStore, pk: str, args: argparse.Namespace) -> int:
 def _live_lease_until(record: Record, now_ms: int) -> int | None:
     """When the lease of an IN_PROGRESS record ends, if it is live on any clock within the
     protocol's skew allowance (its holder may still be running); else None."""
-    from .._protocol import DEFAULT_CLOCK_SKEW_SECONDS
+    from .._protocol.run import DEFAULT_CLOCK_SKEW_SECONDS
 
     lease_end = _lease_end_ms(record)
     if lease_end is None or lease_end < now_ms - int(DEFAULT_CLOCK_SKEW_SECONDS * 1000):

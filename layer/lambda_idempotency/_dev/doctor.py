@@ -22,7 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from .._store import DynamoDBStore
+    from .._stores.dynamodb.store import DynamoDBStore
 
 
 class Status(enum.Enum):
@@ -124,7 +124,7 @@ def key_schema(store: DynamoDBStore, table: Mapping[str, Any], layout: str) -> C
 
 def _key_fix(store: DynamoDBStore, keys: dict[str, str], types: dict[str, str], layout: str) -> str:
     """The likeliest fix: the store's options that match this table, else a new table."""
-    from .._store import DynamoDBStore
+    from .._stores.dynamodb.store import DynamoDBStore
 
     hints = []
     if all(types.get(name) in (None, "S") for name in keys.values()):
@@ -153,7 +153,7 @@ def _key_fix(store: DynamoDBStore, keys: dict[str, str], types: dict[str, str], 
 
 def _is_templates(store: DynamoDBStore) -> bool:
     """The template's table has the native layout's default key."""
-    from .._record import AttributeNames
+    from .._stores.record import AttributeNames
 
     return store.names.pk == AttributeNames().pk and store.sort_key_attr is None
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from .._store import DynamoDBStore
+from .._stores.dynamodb.store import DynamoDBStore
 from .extras import missing_extra
 
 _numbers = itertools.count()

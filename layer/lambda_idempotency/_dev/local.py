@@ -56,7 +56,7 @@ def jar_home(template: Path | None) -> Path | None:
 def store_table(name: str) -> TableSpec:
     """A table as `DynamoDBStore()` uses it by default: string key `pk`, TTL on
     `expiration` (the record's attribute names, AttributeNames' defaults)."""
-    from .._record import AttributeNames
+    from .._stores.record import AttributeNames
     from .template import TableSpec
 
     names = AttributeNames()
@@ -170,7 +170,7 @@ def _idempotency_table(template: Template | None, table: str | None) -> str | No
         return table
     if template is None:
         return DEFAULT_TABLE
-    from .._errors import ConfigurationError
+    from .._base.errors import ConfigurationError
 
     try:
         return template.idempotency_table().name

@@ -100,7 +100,7 @@ def _expected_rejection(record: logging.LogRecord) -> bool:
             and type(error).__name__ in REJECTIONS
         )
     message = record.getMessage()
-    return not any(f"lambda_idempotency._errors.{name}'" in message for name in REJECTIONS)
+    return not any(f"lambda_idempotency.{name}'" in message for name in REJECTIONS)
 
 
 class _DurableExecution:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._errors import ConfigurationError
+from .._base.errors import ConfigurationError
 
 TABLE_TYPE = "AWS::DynamoDB::Table"
 FUNCTION_TYPE = "AWS::Serverless::Function"

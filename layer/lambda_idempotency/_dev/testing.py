@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from .._record import AttributeNames
-from .._store import DynamoDBStore
+from .._stores.dynamodb.store import DynamoDBStore
+from .._stores.record import AttributeNames
 from .extras import missing_extra
 
 _names = (f"idempotency-test-{n}" for n in itertools.count())

@@ -1,0 +1,3 @@
+"""Foundations: errors, values, clocks, canonical text and key hashes, what an outcome reports.
+
+Nothing here imports another of the package's folders."""
