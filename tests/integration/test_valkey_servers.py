@@ -79,6 +79,24 @@ def test_a_write_acknowledged_by_wait_survives_the_primary_killed(
     assert redis.Redis.from_url(pair.replica.url).get(name) == b"written after the failover"
 
 
+def test_a_write_no_replica_acknowledged_is_lost_with_the_primary(
+    valkey_failover_pair: ValkeyPair,
+) -> None:
+    """What WAIT guards against: the replica's link was down when the primary took the write."""
+    pair = valkey_failover_pair
+    primary = redis.Redis.from_url(pair.primary.url)
+    name = key()
+    pair.replica.pause()  # so it cannot reconnect before the primary dies
+    primary.client_kill_filter(_type="replica")
+    primary.set(name, "unacknowledged")
+    assert primary.wait(1, 200) == 0
+
+    pair.kill_primary()
+    pair.replica.resume()
+    pair.promote_replica()
+    assert redis.Redis.from_url(pair.primary.url).get(name) is None
+
+
 def test_keys_of_one_hash_tag_share_a_slot_and_one_script(valkey_cluster: ValkeyCluster) -> None:
     client = redis.RedisCluster.from_url(valkey_cluster.url)
     try:

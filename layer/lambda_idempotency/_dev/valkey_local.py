@@ -47,7 +47,7 @@ _COMMON_ARGS = (
 
 
 class ValkeyLocalError(RuntimeError):
-    """A Valkey server could not be installed or started; the message says what to do."""
+    """A Valkey server could not be installed, started or wired up; the message says why."""
 
 
 class ReplyError(ValkeyLocalError):
@@ -107,6 +107,8 @@ def call(port: int, *args: str | int, timeout: float = 5.0) -> object:
 
 def _reply(stream: IO[bytes]) -> object:
     line = stream.readline()
+    if not line:
+        raise ConnectionError("the server closed the connection")  # an OSError: "not yet"
     kind, rest = line[:1], line[1:].rstrip(b"\r\n").decode()
     if kind == b"+":
         return rest
@@ -208,7 +210,7 @@ class ValkeyServer:
             )
             try:
                 wait_until(f"{self} answers PING", self._answers_ping, timeout)
-            except ValkeyLocalError:
+            except BaseException:  # a time-out, or pytest-timeout's signal: no server left
                 self.stop()
                 raise
             if self.running:
@@ -237,7 +239,20 @@ class ValkeyServer:
             self._process.kill()
             self._process.wait()
 
+    def pause(self) -> None:
+        """SIGSTOP: the server stands still (a replica stops reading its link, a primary stops
+        answering) until resume(); stop() resumes it first."""
+        if self.running:
+            assert self._process is not None
+            self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.running:
+            assert self._process is not None
+            self._process.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
+        self.resume()  # a stopped process would hold SIGTERM pending
         process, self._process = self._process, None
         if process is not None:
             process.terminate()
@@ -311,6 +326,8 @@ class ValkeyPair:
     def heal(self, timeout: float = 30.0) -> None:
         """Back to two live nodes in sync after a failover: the old primary is stopped and a new
         replica (new port, empty data) follows whichever node is primary now."""
+        self.primary.resume()
+        self.replica.resume()
         if self.replica.running and not self.primary.running:
             self.promote_replica()
         if self.replica.running and (
