@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,25 @@ def test_one_node_takes_set_nx_px_once_and_runs_lua(valkey_node: ValkeyServer) -
     assert client.eval(CLAIM, 1, other, "owner-a", 60_000) == 1
     assert client.eval(CLAIM, 1, other, "owner-b", 60_000) == 0
     assert client.get(other) == b"owner-a"
+
+
+def test_one_claim_of_many_racing_wins_and_an_expired_claim_can_be_taken_again(
+    valkey_node: ValkeyServer,
+) -> None:
+    pool = redis.ConnectionPool.from_url(valkey_node.url, max_connections=8)
+    name = key()
+
+    def claim(owner: int) -> int:
+        return int(redis.Redis(connection_pool=pool).eval(CLAIM, 1, name, owner, 200))
+
+    with ThreadPoolExecutor(max_workers=8) as threads:
+        assert sum(threads.map(claim, range(8))) == 1
+    deadline = time.monotonic() + 5
+    while claim(99) == 0:  # the 200 ms lease runs out on the server's clock
+        assert time.monotonic() < deadline, "the claim never expired"
+        time.sleep(0.05)
+    assert redis.Redis(connection_pool=pool).get(name) == b"99"
+    pool.disconnect()
 
 
 def test_a_write_reaches_the_replica(valkey_pair: ValkeyPair) -> None:
