@@ -39,8 +39,10 @@ _COMMON_ARGS = (
     *("--bind", HOST, "--daemonize", "no", "--logfile", ""),
     # AOF on, so WAITAOF has something to wait for; no RDB snapshots behind the tests' backs
     *("--appendonly", "yes", "--save", ""),
-    # a replica's first sync starts at once instead of after Valkey's 5 s grace
-    *("--repl-diskless-sync-delay", "0"),
+    # a replica's first sync starts at once instead of after Valkey's 5 s grace, and is loaded
+    # from the socket: Valkey 9 saves it to disk first, which its main thread notices only at
+    # its next once-a-second tick
+    *("--repl-diskless-sync-delay", "0", "--repl-diskless-load", "on-empty-db"),
     # SIGTERM (stop()) ends it at once: no final save, no wait for lagging replicas
     *("--shutdown-on-sigterm", "nosave now"),
 )
@@ -97,12 +99,21 @@ def free_port() -> int:
 
 def call(port: int, *args: str | int, timeout: float = 5.0) -> object:
     """One command on a connection of its own; the reply as str, int, None or a list."""
-    parts = [str(arg).encode() for arg in args]
-    request = b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
+    return calls(port, args, timeout=timeout)[-1]
+
+
+def calls(port: int, *commands: tuple[str | int, ...], timeout: float = 5.0) -> list[object]:
+    """Commands in order on one connection (WAIT counts the acks of its own connection's
+    writes), their replies in a list; an error reply raises ReplyError."""
+    request = b""
+    for command in commands:
+        parts = [str(arg).encode() for arg in command]
+        request += b"*%d\r\n" % len(parts)
+        request += b"".join(b"$%d\r\n%s\r\n" % (len(part), part) for part in parts)
     with socket.create_connection((HOST, port), timeout=timeout) as conn:
         conn.sendall(request)
         with conn.makefile("rb") as stream:
-            return _reply(stream)
+            return [_reply(stream) for _ in commands]
 
 
 def _reply(stream: IO[bytes]) -> object:
@@ -292,8 +303,8 @@ class ValkeyPair:
         return self
 
     def _new_replica(self, timeout: float) -> None:
-        """A new replica of the primary, back once in sync (its link up, the primary counting
-        it): from then on `WAIT 1` can be answered."""
+        """A new replica of the primary, back once in sync: from then on `WAIT 1` is answered
+        at once."""
         primary = self.primary
         self.replica = replica = ValkeyServer(
             "--replicaof", HOST, str(primary.port), binary=self.binary
@@ -303,7 +314,10 @@ class ValkeyPair:
             f"{replica} replicates {primary}",
             lambda: (
                 info(replica.port, "replication").get("master_link_status") == "up"
-                and info(primary.port, "replication").get("connected_slaves") == "1"
+                # a write acknowledged: the primary streams to a new replica only after the
+                # replica's first ACK (sent once a second); PUBLISH is replicated, keyless
+                and calls(primary.port, ("PUBLISH", "valkey-local", "ready"), ("WAIT", 1, 100))
+                == [0, 1]
             ),
             timeout,
         )
