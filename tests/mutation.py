@@ -39,7 +39,6 @@ PROMISE_MODULES = (
     "_protocol.waiting",
     "_stores.dynamodb.store",
     "_stores.dynamodb.layout",
-    "_stores.dynamodb.item_size",
     "_base.keys",
     "_protocol.cache",
     "_stores.record",

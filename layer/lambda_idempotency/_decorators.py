@@ -25,7 +25,6 @@ from ._protocol.callables import await_settled, call_settled, check_callable, is
 from ._protocol.execution import MAX_EXTENSION_SECONDS, shown
 from ._protocol.run import DEFAULT_CLOCK_SKEW_SECONDS, Idempotency, Settings
 from ._stores import encoding as _encoding
-from ._stores.dynamodb import limits as _limits
 from ._stores.dynamodb.layout import NATIVE_KEYS
 from ._stores.dynamodb.store import DynamoDBStore
 from ._stores.record import OnReplay
@@ -33,6 +32,7 @@ from ._stores.record import OnReplay
 if TYPE_CHECKING:
     from ._base.metrics import MetricsOption
     from ._options import Clock, Options
+    from ._stores.contract import IdempotencyStore
     from ._stores.record import InProgressPolicy
 
 P = ParamSpec("P")
@@ -66,7 +66,7 @@ def build_engine(
     *,
     key: Selector,
     payload: Selector | None = "@",
-    store: DynamoDBStore | None = None,
+    store: IdempotencyStore | None = None,
     ttl_seconds: int = 3600,
     lease_seconds: float | None = None,
     on_in_progress: InProgressPolicy = "raise",
@@ -117,7 +117,10 @@ def build_engine(
             "in the key expression instead (e.g. key='[tenant, order_id]')"
         )
     namespace = layout.namespace(function, namespace)
-    _limits.check_decoration(store, namespace, payload=payload is not None)
+    # the default store is the one the decorator creates on first use, checked as it will be
+    (store if store is not None else DynamoDBStore()).check_decoration(
+        namespace, payload=payload is not None
+    )
     exact = layout is NATIVE_KEYS  # Powertools' layout hashes what its own JMESPath parses
     settings = Settings(
         key=_keys.compile_selector(key, role="key", exact_numbers=exact),
@@ -146,7 +149,7 @@ def build_engine(
     )
 
 
-def _store_provider(store: DynamoDBStore | None) -> Callable[[], DynamoDBStore]:
+def _store_provider(store: IdempotencyStore | None) -> Callable[[], IdempotencyStore]:
     """The store, created on first use when not given, so unit tests that set
     IDEMPOTENCY_DISABLED need no table at import time."""
     if store is not None:

@@ -14,7 +14,7 @@ from ._stores.dynamodb.powertools_layout import PowertoolsOptions  # noqa: F401 
 if TYPE_CHECKING:
     from ._base.keys import Selector
     from ._base.metrics import MetricsOption
-    from ._stores.dynamodb.store import DynamoDBStore
+    from ._stores.contract import IdempotencyStore
     from ._stores.record import InProgressPolicy, OnReplay
 
 
@@ -33,7 +33,8 @@ class Options(TypedDict, total=False):
     """The settings every front end shares (`idempotent`, `idempotent_function`, ...).
 
     payload: what must match on a retry under the same key (default: all of it; None: off).
-    store: the DynamoDBStore (default: one on IDEMPOTENCY_TABLE, created on first use).
+    store: where records live: a DynamoDBStore, or any store keeping the store contract
+        (default: a DynamoDBStore on IDEMPOTENCY_TABLE, created on first use).
     ttl_seconds: how long a completed result replays (default 3600).
     lease_seconds: how long a claim holds the key (default: the invocation's remaining time).
     on_in_progress: "raise" InProgressError (default) or "wait" for the holder's result.
@@ -54,7 +55,7 @@ class Options(TypedDict, total=False):
     """
 
     payload: Selector | None
-    store: DynamoDBStore | None
+    store: IdempotencyStore | None
     ttl_seconds: int
     lease_seconds: float | None
     on_in_progress: InProgressPolicy

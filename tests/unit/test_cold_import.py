@@ -41,7 +41,6 @@ ON_IMPORT = {
     "_protocol.run",
     "_stores",
     "_stores.dynamodb",
-    "_stores.dynamodb.item_size",
     "_stores.dynamodb.layout",
     "_stores.dynamodb.limits",
     "_stores.dynamodb.store",

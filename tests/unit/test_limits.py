@@ -30,13 +30,9 @@ from lambda_idempotency import (
 from lambda_idempotency._batch import idempotent_record, process_batch
 from lambda_idempotency._http import idempotent_http
 from lambda_idempotency._stores import encoding as _encoding
-from lambda_idempotency._stores.dynamodb.limits import (
-    ITEM_BYTES,
-    check_decoration,
-    item_size,
-    problems,
-)
+from lambda_idempotency._stores.dynamodb.limits import ITEM_BYTES, item_size
 from lambda_idempotency._stores.dynamodb.store import CHUNK_BYTES, RECORD_BYTES
+from lambda_idempotency._stores.dynamodb.store import _decoration_problems as problems
 from lambda_idempotency._stores.record import StoredForm
 from tests.batch_events import batch, sqs_record
 from tests.conftest import FakeContext
@@ -201,7 +197,7 @@ def test_process_batch_with_a_plain_handler_is_checked_at_its_first_batch() -> N
 def test_problems_lists_nothing_for_the_defaults() -> None:
     for options in ({}, {"layout": "powertools"}, {"sort_key_attr": "sk"}):
         assert problems(store(**options), "svc.app.handler", payload=True) == []
-    check_decoration(None, "svc.app.handler", payload=False)
+    DynamoDBStore().check_decoration("svc.app.handler", payload=False)
 
 
 # -- sizes as DynamoDB counts them --------------------------------------------------------
@@ -332,7 +328,7 @@ def test_every_placement_fits_400_kb_and_keeps_the_result(
         options["sort_key_attr"] = "sk"
     target = store(**options)
     try:
-        check_decoration(target, "n" * namespace, payload=True)
+        target.check_decoration("n" * namespace, payload=True)
     except ConfigurationError:
         return  # refused where it was applied
     pk = target.layout.record_key("n" * namespace, None, "k")

@@ -112,7 +112,7 @@ def test_the_powertools_layout_writes_the_format_beside_powertools_attributes(
 
 
 def test_the_format_attribute_costs_five_bytes_of_item() -> None:
-    from lambda_idempotency._stores.dynamodb.item_size import item_size
+    from lambda_idempotency._stores.dynamodb.limits import item_size
 
     assert item_size({"fmt": CURRENT}) == 5
 

@@ -29,6 +29,7 @@ class NoRelease:
 
     def __init__(self, inner: DynamoDBStore) -> None:
         self.layout = inner.layout
+        self.check_decoration = inner.check_decoration
         self.ready = inner.ready
         self.claim = inner.claim
         self.retake = inner.retake
@@ -108,7 +109,7 @@ from lambda_idempotency.testing import create_idempotency_table
 from tests.conformance.conftest import OPERATORS, SCOPE, TOMBSTONE, StoreFactory
 
 METHODS = (
-    "ready", "claim", "retake", "extend_lease", "get", "load_result", "stored_form",
+    "check_decoration", "ready", "claim", "retake", "extend_lease", "get", "load_result", "stored_form",
     "put_chunks", "write_completion", "complete", "release", "commit_writes",
     "scan_stuck", "release_version",
 )

@@ -61,6 +61,13 @@ class IdempotencyStore(Protocol):
         """How the decorators using this store turn a key (and scope) into a record's `pk`
         and a payload into its hash; `supports_scope` False refuses `scope=` at decoration."""
 
+    def check_decoration(self, namespace: str, *, payload: bool) -> None:
+        """Refuse, with a `ConfigurationError` saying which limit and by how much, a namespace
+        whose records this store could never write (a key or an item past the store's
+        limits), where the decorator is applied: a refusal at the claim would fail every
+        call, one at the completion would come after the effect. `payload` says whether
+        records carry a payload hash."""
+
     def ready(self, operation: str, pk: str | None = None, *, step: str | None = None) -> None:
         """Build the client now, before the caller reads its clock for a claim (building is a
         wait on a cold start: a lease read before it would end early). A client that cannot

@@ -34,7 +34,6 @@ from typing import Any, TypedDict
 from ..._base.errors import ConfigurationError, PayloadInvalidError
 from .. import encoding as _encoding
 from ..record import AttributeNames, Record, Status
-from .item_size import ITEM_BYTES
 from .layout import (
     INLINE_RESULT_BYTES,
     KEY_ABSENT,
@@ -46,6 +45,7 @@ from .layout import (
 )
 from .layout import optional as _optional
 from .layout import text as _text
+from .limits import ITEM_BYTES
 
 
 class PowertoolsOptions(TypedDict, total=False):
