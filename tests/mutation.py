@@ -1,7 +1,7 @@
 """`make mutate`: mutmut over the modules the failure promises live in, on the fast tests.
 
 As a program (`python -m tests.mutation [MODULE [MUTANT...]]`) it starts one DynamoDB Local for the
-whole run, runs `mutmut run` (on one module's mutants if given, e.g. `_protocol.cache`, or on the
+whole run, runs `mutmut run` (on one module's mutants if given, e.g. `_protocol.engine`, or on the
 named mutants of it only), and prints the summary. As a pytest plugin (`-p tests.mutation`, set in
 pyproject's [tool.mutmut]) it points every mutant's tests at that DynamoDB Local, with table names
 unique per process, instead of starting a JVM per mutant (a mutant killed on timeout would leave its
@@ -40,7 +40,6 @@ PROMISE_MODULES = (
     "_stores.dynamodb.store",
     "_stores.dynamodb.layout",
     "_base.keys",
-    "_protocol.cache",
     "_stores.record",
     "_stores.encoding",
     "_protocol.execution",
@@ -121,7 +120,7 @@ def mutant_patterns(module: str | None) -> list[str]:
     if module == "store-policy":
         return [f"lambda_idempotency.{name}*" for name in STORE_POLICY]
     if module:
-        dotted = module.removesuffix(".py").replace("/", ".")  # `_protocol/cache.py` too
+        dotted = module.removesuffix(".py").replace("/", ".")  # `_protocol/engine.py` too
         return [f"lambda_idempotency.{dotted}.*"]
     return [f"lambda_idempotency.{name}.*" for name in PROMISE_MODULES] + [
         f"lambda_idempotency.{name}*" for name in STORE_POLICY

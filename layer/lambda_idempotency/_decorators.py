@@ -20,8 +20,8 @@ from ._base.clock import SYSTEM_CLOCK
 from ._base.errors import ConfigurationError
 from ._base.keys import Selector
 from ._protocol import execution as _execution
-from ._protocol.cache import ResultCache
 from ._protocol.callables import await_settled, call_settled, check_callable, is_coroutine_callable
+from ._protocol.engine import ResultCache
 from ._protocol.execution import MAX_EXTENSION_SECONDS, shown
 from ._protocol.run import DEFAULT_CLOCK_SKEW_SECONDS, Idempotency, Settings
 from ._stores import encoding as _encoding

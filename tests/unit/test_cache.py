@@ -3,7 +3,7 @@ result too large for it does to the others."""
 
 from __future__ import annotations
 
-from lambda_idempotency._protocol.cache import CachedResult, ResultCache
+from lambda_idempotency._protocol.engine import CachedResult, ResultCache
 
 NOW_S = 1_800_000_000
 

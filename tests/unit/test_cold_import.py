@@ -31,7 +31,6 @@ ON_IMPORT = {
     "_base.value",
     "_decorators",
     "_protocol",
-    "_protocol.cache",
     "_protocol.callables",
     "_protocol.claiming",
     "_protocol.completing",

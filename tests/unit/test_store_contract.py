@@ -109,8 +109,8 @@ from lambda_idempotency.testing import create_idempotency_table
 from tests.conformance.conftest import OPERATORS, SCOPE, TOMBSTONE, StoreFactory
 
 METHODS = (
-    "check_decoration", "ready", "claim", "retake", "extend_lease", "get", "load_result", "stored_form",
-    "put_chunks", "write_completion", "complete", "release", "commit_writes",
+    "check_decoration", "ready", "claim", "retake", "extend_lease", "get", "load_result",
+    "stored_form", "put_chunks", "write_completion", "complete", "release", "commit_writes",
     "scan_stuck", "release_version",
 )
 _names = (f"own-{n}" for n in itertools.count())

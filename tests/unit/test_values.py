@@ -15,7 +15,7 @@ import pytest
 
 from lambda_idempotency import DynamoDBStore, ScopeMissingError, idempotent
 from lambda_idempotency._base.keys import payload_hash
-from lambda_idempotency._protocol.cache import CachedResult, ResultCache
+from lambda_idempotency._protocol.engine import CachedResult, ResultCache
 
 
 class Colour(enum.Enum):

@@ -21,8 +21,7 @@ from .._base.errors import CompletionConflictError, DeferredResultError, LeaseLo
 from .._stores import encoding as _encoding
 from .._stores.record import Status
 from . import callables as _callables
-from .cache import CachedResult
-from .engine import Engine
+from .engine import CachedResult, Engine
 from .execution import Execution
 
 if TYPE_CHECKING:

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .._base.errors import STORED_RESULT_UNREADABLE, StoreError, unreadable
 from .._stores import encoding as _encoding
 from .._stores.record import Record, ReplayInfo
-from .cache import CachedResult
-from .engine import Engine
+from .engine import CachedResult, Engine
 
 if TYPE_CHECKING:
     from .._stores.contract import IdempotencyStore
