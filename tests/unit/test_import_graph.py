@@ -198,7 +198,7 @@ def test_the_dev_graph_sees_every_kind_of_import() -> None:
     graph = _graph(dev=True)
     assert "_dev.local_tables" in graph["_dev.local"]  # top-level
     assert "_dev.local" in graph["_dev.cli.local_stack"]  # `from .. import local`, lazy
-    assert "_dev.invoke" in graph["_dev.cli.run_functions"]  # type-only, and lazy
+    assert "_dev.template" in graph["_dev.cli.run_functions"]  # type-only
     assert "_dev.cli.tables" in graph["_dev.cli.command"]  # `from . import tables`
     assert "_dev.cli.command" in graph["_dev.cli.__init__"]
     assert not any(target.startswith(("_base", "_stores")) for target in graph["_dev.local"])
