@@ -15,7 +15,7 @@ os.environ.pop("IDEMPOTENCY_DISABLED", None)
 
 import tests.hypothesis_profiles  # noqa: F401  (loads the hypothesis profile)
 from lambda_idempotency import AttributeNames, DynamoDBStore
-from lambda_idempotency._dev.cli import local_client
+from lambda_idempotency._dev.local_tables import local_client
 from lambda_idempotency.testing import (
     FakeClock,
     FakeLambdaContext,

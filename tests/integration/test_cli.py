@@ -11,6 +11,8 @@ import pytest
 from lambda_idempotency import DynamoDBStore, idempotent
 from lambda_idempotency._base import keys as _keys
 from lambda_idempotency._dev import cli
+from lambda_idempotency._dev.cli.records import now_ms
+from lambda_idempotency._dev.cli.tables import TABLES_NAMED
 from lambda_idempotency._stores.record import Status
 from tests.conftest import local_client
 
@@ -91,7 +93,7 @@ def completed_and_stuck_records(store: DynamoDBStore) -> tuple[str, str, str]:
 
     handler({"order_id": "o-1"}, None)
     completed = _keys.key_hash("Charge.app.handler", None, "o-1")
-    now = cli._now_ms()
+    now = now_ms()
     old, fresh = "ns#old-stuck", "ns#fresh"
     for pk, claimed in ((old, now - 3_600_000), (fresh, now)):
         store.claim(
@@ -381,9 +383,9 @@ def test_operator_commands_on_a_wrong_table_name_it_and_the_fix(
     )
     assert status == 2 and err.count("\n") == 1, err
     assert f"no table no-such-table at {dynamodb_local_endpoint}" in err
-    listed = store.client.list_tables(Limit=cli.TABLES_NAMED + 1)["TableNames"]
+    listed = store.client.list_tables(Limit=TABLES_NAMED + 1)["TableNames"]
     named = err.split("(tables there: ")[1].split(")")[0].split(", ")
-    assert named == listed[: cli.TABLES_NAMED] + (["..."] if len(listed) > cli.TABLES_NAMED else [])
+    assert named == listed[:TABLES_NAMED] + (["..."] if len(listed) > TABLES_NAMED else [])
     assert listed  # the store's table at least
     assert "name one of them with --table" in err
     assert f"`lambda-idempotency create-table --endpoint {dynamodb_local_endpoint}`" in err

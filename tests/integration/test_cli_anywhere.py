@@ -18,6 +18,9 @@ import pytest
 
 from lambda_idempotency import DynamoDBStore, idempotent
 from lambda_idempotency._dev import cli
+from lambda_idempotency._dev.cli.exits import EXIT_NOTHING_TO_RELEASE
+from lambda_idempotency._dev.cli.records import now_ms
+from lambda_idempotency._dev.cli.run_functions import runtime_note
 from lambda_idempotency._dev.dynamodb_local import free_port
 from lambda_idempotency._dev.template import FunctionSpec
 from tests.conftest import local_client
@@ -255,7 +258,7 @@ def test_a_missing_record_names_the_namespaces_there(
     assert status == 2 and "namespace app.handler has records, not this key" in err
 
     status, _, err = run(capsys, "release", *where, "--key", "0", "--namespace", "handler")
-    assert status == cli.EXIT_NOTHING_TO_RELEASE and "namespaces in the table: app.handler" in err
+    assert status == EXIT_NOTHING_TO_RELEASE and "namespaces in the table: app.handler" in err
 
 
 def test_namespaces_counts_records_within_its_limit(
@@ -282,7 +285,7 @@ def test_namespaces_counts_records_within_its_limit(
 def test_a_dry_run_of_release_exits_0_and_one_stuck_record_is_singular(
     store: DynamoDBStore, dynamodb_local_endpoint: str, capsys: Any
 ) -> None:
-    now = cli._now_ms()
+    now = now_ms()
     store.claim(
         "ns#" + "a" * 64,
         owner="A",
@@ -309,9 +312,9 @@ def test_a_runtime_other_than_the_local_python_is_noted_once() -> None:
     def spec(runtime: str | None) -> FunctionSpec:
         return FunctionSpec("OrderFunction", "app.handler", Path(), 3, 128, {}, runtime=runtime)
 
-    assert cli.runtime_note(spec(here)) is None and cli.runtime_note(spec(None)) is None
-    assert cli.runtime_note(spec("nodejs20.x")) is None
-    assert cli.runtime_note(spec(other)) == (
+    assert runtime_note(spec(here)) is None and runtime_note(spec(None)) is None
+    assert runtime_note(spec("nodejs20.x")) is None
+    assert runtime_note(spec(other)) == (
         f"note: OrderFunction has Runtime {other}; invoked here with {here}"
     )
 
@@ -346,7 +349,7 @@ def test_an_expected_rejection_of_a_durable_execution_is_one_line_not_a_tracebac
 def test_stuck_in_one_namespace_names_the_others_when_it_finds_none(
     store: DynamoDBStore, dynamodb_local_endpoint: str, capsys: Any
 ) -> None:
-    now = cli._now_ms()
+    now = now_ms()
     for namespace in ("app.handler", "billing"):
         store.claim(
             f"{namespace}#{'b' * 64}",

@@ -13,6 +13,8 @@ from botocore.awsrequest import AWSResponse
 
 from lambda_idempotency import DynamoDBStore
 from lambda_idempotency._dev import cli
+from lambda_idempotency._dev.cli import tables as cli_tables
+from lambda_idempotency._dev.cli.records import now_ms
 from lambda_idempotency._dev.dynamodb_local import free_port
 
 COMMANDS = {
@@ -46,7 +48,7 @@ def test_a_failing_dynamodb_is_one_line_within_seconds(
     capsys: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    now = cli._now_ms()
+    now = now_ms()
     store.claim(
         "ns#k",
         owner="A",
@@ -61,14 +63,14 @@ def test_a_failing_dynamodb_is_one_line_within_seconds(
         endpoint = f"http://127.0.0.1:{free_port()}"
     else:
         hook = answer(400, "ThrottlingException") if fault == "throttled" else answer(500, "Oops")
-        build = cli._store
+        build = cli_tables.store_for
 
         def failing_store(*args: Any, **kwargs: Any) -> DynamoDBStore:
             built = build(*args, **kwargs)
             built.client.meta.events.register("before-send.dynamodb", hook)
             return built
 
-        monkeypatch.setattr(cli, "_store", failing_store)
+        monkeypatch.setattr(cli_tables, "store_for", failing_store)
     argv = [*COMMANDS[command], "--table", store.table_name, "--endpoint", endpoint]
 
     started = time.monotonic()

@@ -2,7 +2,7 @@
 over a live lease without --force, and never the cause of a second run.
 
 Faults reach the command's own client through botocore's `before-send`, registered on the
-store the command builds (cli._store)."""
+store the command builds (cli.tables.store_for)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from botocore.awsrequest import AWSResponse
 from lambda_idempotency import DynamoDBStore, idempotent
 from lambda_idempotency._base import keys as _keys
 from lambda_idempotency._dev import cli
+from lambda_idempotency._dev.cli import tables as cli_tables
+from lambda_idempotency._dev.cli.records import now_ms
 from lambda_idempotency._stores.dynamodb.store import TOMBSTONE_SECONDS
 from lambda_idempotency._stores.record import Status
 
@@ -58,7 +60,7 @@ def before_the_commands_first_write(
     Scan pass untouched); what it returns, if anything, is the write's answer. Returns the
     operations the command sent."""
     sent: list[str] = []
-    build = cli._store
+    build = cli_tables.store_for
 
     def store_with_hook(*args: Any, **kwargs: Any) -> DynamoDBStore:
         built = build(*args, **kwargs)
@@ -73,7 +75,7 @@ def before_the_commands_first_write(
         built.client.meta.events.register("before-send.dynamodb", hook)
         return built
 
-    monkeypatch.setattr(cli, "_store", store_with_hook)
+    monkeypatch.setattr(cli_tables, "store_for", store_with_hook)
     return sent
 
 
@@ -96,7 +98,7 @@ def complete_then_back_to_in_progress(store: DynamoDBStore, runs: list[str]) -> 
     pk = _keys.key_hash(NAMESPACE, None, "o-1")
     completed = raw_item(store, pk)
     assert completed is not None and completed["status"]["S"] == "COMPLETED"
-    now = cli._now_ms()
+    now = now_ms()
     in_progress = {
         "pk": {"S": pk},
         "status": {"S": "IN_PROGRESS"},
@@ -135,7 +137,7 @@ def test_a_record_completed_between_the_read_and_the_release_stays_and_replays(
 def test_a_live_lease_is_refused_without_force_with_when_it_ends(
     store: DynamoDBStore, dynamodb_local_endpoint: str, capsys: Any
 ) -> None:
-    now = cli._now_ms()
+    now = now_ms()
     lease_until = now + 10 * MINUTE_MS
     store.claim(
         "k-live",
@@ -184,7 +186,7 @@ def test_a_live_lease_is_refused_without_force_with_when_it_ends(
 def test_without_yes_the_live_lease_is_shown_and_both_flags_named(
     store: DynamoDBStore, dynamodb_local_endpoint: str, capsys: Any
 ) -> None:
-    now = cli._now_ms()
+    now = now_ms()
     store.claim(
         "k-show",
         owner="holder",
@@ -298,7 +300,7 @@ def test_a_release_whose_answer_was_lost_is_still_reported_as_released(
 def test_nothing_to_release_is_its_own_exit_code_and_writes_nothing(
     state: str, store: DynamoDBStore, dynamodb_local_endpoint: str, capsys: Any
 ) -> None:
-    now = cli._now_ms()
+    now = now_ms()
     client: Any = store.client
     pk = f"k-{state}"
     if state == "expired":
@@ -337,7 +339,7 @@ def test_a_lease_that_ended_within_the_skew_allowance_still_counts_as_live(
 ) -> None:
     """The holder's clock may be up to 2 s behind ours: a lease 1 s past on ours may still run
     on its, as the claim's own condition assumes; 5 s past, it cannot."""
-    now = cli._now_ms()
+    now = now_ms()
     store.claim(
         "k-edge",
         owner="holder",

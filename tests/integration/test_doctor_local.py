@@ -11,6 +11,7 @@ from typing import Any
 
 from lambda_idempotency._dev import cli
 from lambda_idempotency._dev.dynamodb_local import free_port
+from lambda_idempotency._dev.local_tables import create_table
 from lambda_idempotency._dev.template import Template
 from tests.conftest import local_client
 
@@ -63,7 +64,7 @@ def test_the_templates_table_as_created_locally_lacks_deletion_protection(
 ) -> None:
     spec = Template(ROOT / "template.yaml").idempotency_table()
     table = dataclasses.replace(spec, name=unique("doctor-template"))
-    cli.create_table(local_client(dynamodb_local_endpoint), table)
+    create_table(local_client(dynamodb_local_endpoint), table)
 
     status, lines, out, _ = doctor(capsys, table.name, "--endpoint", dynamodb_local_endpoint)
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from lambda_idempotency import DynamoDBStore
 from lambda_idempotency._dev import cli
+from lambda_idempotency._dev.cli import tables as cli_tables
 
 EXIT_CODES = {0, 1, 2, 3, 4, 5}
 """docs/operations.md, "Exit codes"."""
@@ -111,7 +112,7 @@ def table_args(moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch) -> tu
     import boto3
 
     session = boto3.Session(region_name="us-east-1")
-    monkeypatch.setattr(cli, "_session", lambda args: session)
+    monkeypatch.setattr(cli_tables, "session_for", lambda args: session)
     return ("--table", moto_store.table_name)
 
 

@@ -16,6 +16,7 @@ import pytest
 from moto import mock_aws
 
 from lambda_idempotency._dev import cli
+from lambda_idempotency._dev.cli import tables as cli_tables
 
 TABLE = "Idempotency"
 
@@ -256,14 +257,14 @@ def as_global_table(monkeypatch: Any, **fields: Any) -> None:
     def add_fields(parsed: dict[str, Any], **_: Any) -> None:
         parsed["Table"].update(fields)
 
-    real_session = cli._session
+    real_session = cli_tables.session_for
 
     def session(args: Any) -> Any:
         made = real_session(args)
         made.events.register("after-call.dynamodb.DescribeTable", add_fields)
         return made
 
-    monkeypatch.setattr(cli, "_session", session)
+    monkeypatch.setattr(cli_tables, "session_for", session)
 
 
 REPLICAS = [{"RegionName": "eu-west-1"}, {"RegionName": "us-east-1"}]
@@ -351,14 +352,14 @@ def test_refused_credentials_name_the_permissions_doctor_needs(
         error = {"Error": {"Code": "AccessDeniedException", "Message": "no"}}
         raise ClientError(error, "DescribeTable")  # type: ignore[arg-type]
 
-    real_session = cli._session
+    real_session = cli_tables.session_for
 
     def session(args: Any) -> Any:
         made = real_session(args)
         made.events.register("before-call.dynamodb.DescribeTable", refuse)
         return made
 
-    monkeypatch.setattr(cli, "_session", session)
+    monkeypatch.setattr(cli_tables, "session_for", session)
 
     status = cli.main(["doctor", TABLE])
     err = capsys.readouterr().err

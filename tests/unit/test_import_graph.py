@@ -8,9 +8,11 @@ store only by its contract.
 
 Every import between the package's modules counts: at the top of a module, inside a
 function (the lazy ones that keep cold starts cheap) and under `if TYPE_CHECKING:` (a
-type-only circle still ties two modules into one idea). `_dev/` is left out: it is the
+type-only circle still ties two modules into one idea). `_dev/` is drawn apart: it is the
 laptop's tooling (CLI, doctor, local invoke), never imported by the runtime
-(`test_layer.py` checks that), so what it imports cannot make a runtime circle.
+(`test_layer.py` checks that), so what it imports cannot make a runtime circle; among its own
+modules there is no circle either. An import of a module's own package (`from . import x`
+runs the package's `__init__`, as importing any of its modules does) is no edge.
 """
 
 from __future__ import annotations
@@ -44,12 +46,13 @@ PROTOCOL_MAY_NAME = {"_stores.dynamodb.layout"}
 decorator without a store of its own defaults to (`NATIVE_KEYS`)."""
 
 
-def _modules() -> list[str]:
-    """Dotted names under the package (`_protocol.claiming`, `__init__` for the top)."""
+def _modules(*, dev: bool = False) -> list[str]:
+    """Dotted names under the package (`_protocol.claiming`, `__init__` for the top): the
+    runtime's, or with `dev` those of `_dev` (`_dev.cli.command`, `_dev.cli.__init__`)."""
     found = []
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
         parts = path.relative_to(PACKAGE_DIR).with_suffix("").parts
-        if parts[0] == "_dev":
+        if (parts[0] == "_dev") != dev:
             continue
         if parts[-1] == "__init__" and len(parts) > 1:
             parts = parts[:-1]
@@ -70,10 +73,10 @@ def _file_of(module: str) -> Path:
     return PACKAGE_DIR / (module.replace(".", "/") + ".py")
 
 
-def _resolve(base: str) -> str | None:
+def _resolve(base: str, *, dev: bool = False) -> str | None:
     """The module `base` names (a package means its `__init__`), or None when it is none of
-    the package's runtime modules."""
-    if base == "" or base.split(".", maxsplit=1)[0] == "_dev":
+    the package's runtime modules (with `dev`: none of `_dev`'s)."""
+    if base == "" or (base.split(".", maxsplit=1)[0] == "_dev") != dev:
         return None
     if (PACKAGE_DIR / base.replace(".", "/") / "__init__.py").is_file():
         return base + ".__init__"
@@ -105,10 +108,17 @@ def _imports(module: str) -> set[tuple[str, int]]:
                 if alias.name.startswith(f"{PACKAGE}.")
             ]
         for base in bases:
-            target = _resolve(base)
-            if target is not None and target not in (module, "__init__"):
+            target = _resolve(base, dev=module.startswith("_dev"))
+            if target is not None and target not in (module, *_own_packages(module)):
                 found.add((target, node.lineno))
     return found
+
+
+def _own_packages(module: str) -> list[str]:
+    """The `__init__`s that run before `module` whatever it imports: its package's and
+    theirs, up to the top (`__init__`)."""
+    parts = _package_of(module).split(".") if _package_of(module) else []
+    return [".".join([*parts[:depth], "__init__"]) for depth in range(len(parts) + 1)]
 
 
 def _type_only_lines(module: str) -> set[int]:
@@ -121,8 +131,8 @@ def _type_only_lines(module: str) -> set[int]:
     return lines
 
 
-def _graph() -> dict[str, set[str]]:
-    return {module: {target for target, _ in _imports(module)} for module in _modules()}
+def _graph(*, dev: bool = False) -> dict[str, set[str]]:
+    return {module: {target for target, _ in _imports(module)} for module in _modules(dev=dev)}
 
 
 def _rank(module: str) -> int:
@@ -181,6 +191,23 @@ def test_the_graph_sees_every_kind_of_import() -> None:
 
 def test_no_import_circle() -> None:
     assert _circles(_graph()) == []
+
+
+def test_the_dev_graph_sees_every_kind_of_import() -> None:
+    """`_dev`'s modules, with their top-level, lazy, type-only and `from . import` imports."""
+    graph = _graph(dev=True)
+    assert "_dev.local_tables" in graph["_dev.local"]  # top-level
+    assert "_dev.local" in graph["_dev.cli.local_stack"]  # `from .. import local`, lazy
+    assert "_dev.template" in graph["_dev.cli.run_functions"]  # type-only
+    assert "_dev.cli.tables" in graph["_dev.cli.command"]  # `from . import tables`
+    assert "_dev.cli.command" in graph["_dev.cli.__init__"]
+    assert not any(target.startswith(("_base", "_stores")) for target in graph["_dev.local"])
+
+
+def test_no_import_circle_in_dev() -> None:
+    """The command's modules sit above what they use (`local`, `invoke`, `doctor`, ...), and
+    a command group's module above what the groups share: nothing below imports them back."""
+    assert _circles(_graph(dev=True)) == []
 
 
 def test_every_module_sits_in_a_known_folder() -> None:

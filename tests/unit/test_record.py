@@ -4,7 +4,7 @@ slowest clock allowed."""
 
 from __future__ import annotations
 
-from lambda_idempotency._dev.cli import describe
+from lambda_idempotency._dev.cli.records import describe
 from lambda_idempotency._stores.record import Record, Status
 
 EXPIRES_S = 1_000

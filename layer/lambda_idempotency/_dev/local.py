@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cli import DEFAULT_LOCAL_TABLE as DEFAULT_TABLE
 from .dynamodb_local import DEFAULT_HOME, DynamoDBLocal, DynamoDBLocalError
+from .local_tables import DEFAULT_LOCAL_TABLE, create_table, local_client, store_table
 
 if TYPE_CHECKING:
-    from .template import TableSpec, Template
+    from .template import Template
 
 DEFAULT_PORT = 8000
 LOCAL_REGION = "us-east-1"
@@ -51,22 +51,6 @@ def jar_home(template: Path | None) -> Path | None:
         return None
     project = Path(template).resolve().parent / ".tools" / "dynamodb-local"
     return project if project.is_dir() else None
-
-
-def store_table(name: str) -> TableSpec:
-    """A table as `DynamoDBStore()` uses it by default: string key `pk`, TTL on
-    `expiration` (the record's attribute names, AttributeNames' defaults)."""
-    from .._stores.record import AttributeNames
-    from .template import TableSpec
-
-    names = AttributeNames()
-    return TableSpec(
-        logical_id=name,
-        name=name,
-        key_schema=[{"AttributeName": names.pk, "KeyType": "HASH"}],
-        attribute_definitions=[{"AttributeName": names.pk, "AttributeType": "S"}],
-        ttl_attribute=names.expiration,
-    )
 
 
 def environment(endpoint: str, table: str | None) -> list[tuple[str, str]]:
@@ -106,8 +90,6 @@ def start(
     or without a template `table` (default `idempotency`). `print_env`: stdout holds only
     the export lines (the rest goes to stderr), and it runs in the background; one already
     running there from an earlier `--background` is used again, so `eval` works twice."""
-    from .cli import create_table, local_client
-
     template = None
     if template_path is not None:
         from .template import Template
@@ -117,7 +99,7 @@ def start(
     if table is not None and table not in {spec.name for spec in tables}:
         tables.append(store_table(table))
     elif template is None:
-        tables.append(store_table(DEFAULT_TABLE))
+        tables.append(store_table(DEFAULT_LOCAL_TABLE))
     idempotency_table = _idempotency_table(template, table)
     background = background or print_env
     say = sys.stderr if print_env else sys.stdout
@@ -169,7 +151,7 @@ def _idempotency_table(template: Template | None, table: str | None) -> str | No
     if table is not None:
         return table
     if template is None:
-        return DEFAULT_TABLE
+        return DEFAULT_LOCAL_TABLE
     from .._base.errors import ConfigurationError
 
     try:

@@ -16,7 +16,7 @@ fast wire path then builds botocore's own objects.
 from __future__ import annotations
 
 import functools
-from collections.abc import ItemsView, Iterator
+from collections.abc import Callable, ItemsView, Iterator
 from typing import Any, NamedTuple
 
 
@@ -33,6 +33,38 @@ class WireParts(NamedTuple):
 
 def wire_parts() -> WireParts | None:
     """The request and signer classes; None on a botocore without the parts they rely on."""
+    parts = _botocore_parts()
+    if parts is None or not _keeps_compat32_policy(parts.policy):
+        return None
+    headers_dict = _headers_dict_class(parts)
+    return WireParts(
+        request=_request_class(parts, _headers_class(parts), headers_dict),
+        sigv4=_sigv4_class(parts),
+        headers=headers_dict,
+    )
+
+
+class _Botocore(NamedTuple):
+    """The private parts of botocore the classes below rely on, each read once."""
+
+    auth: Any
+    awsrequest: Any
+    http_headers: Any
+    key_class: Any
+    """`_HeaderKey`: how a HeadersDict matches its keys."""
+    prepared_class: Any
+    takes_context: bool
+    """Whether AWSPreparedRequest takes the request's context (botocore 1.35 and later)."""
+    blacklist: frozenset[str]
+    host_of: Callable[[str], str]
+    ensure_unicode: Callable[[Any], str]
+    urlsplit: Any
+    policy: Any
+    """HTTPHeaders' email policy."""
+
+
+def _botocore_parts() -> _Botocore | None:
+    """botocore's private parts, or None when one of them is missing."""
     import botocore.auth
     import botocore.awsrequest
     import botocore.compat
@@ -47,16 +79,33 @@ def wire_parts() -> WireParts | None:
         awsrequest.HeadersDict()._dict  # noqa: B018  (what `prepare` fills)
         prepared_class = awsrequest.AWSPreparedRequest
         auth.SigV4Auth.headers_to_sign  # noqa: B018
-        blacklist = frozenset(auth.SIGNED_HEADERS_BLACKLIST)
-        host_of = functools.lru_cache(maxsize=32)(auth._host_from_url)
-        ensure_unicode = auth.ensure_unicode
-        urlsplit = auth.urlsplit
-        policy = http_headers().policy
-        takes_context = "context" in prepared_class.__init__.__code__.co_varnames
+        return _Botocore(
+            auth=auth,
+            awsrequest=awsrequest,
+            http_headers=http_headers,
+            key_class=key_class,
+            prepared_class=prepared_class,
+            takes_context="context" in prepared_class.__init__.__code__.co_varnames,
+            blacklist=frozenset(auth.SIGNED_HEADERS_BLACKLIST),
+            host_of=functools.lru_cache(maxsize=32)(auth._host_from_url),
+            ensure_unicode=auth.ensure_unicode,
+            urlsplit=auth.urlsplit,
+            policy=http_headers().policy,
+        )
     except AttributeError:
         return None
-    if policy.header_store_parse("a", "b") != ("a", "b") or policy.header_max_count("a"):
-        return None  # not the compat32 policy whose behaviour WireHeaders keeps
+
+
+def _keeps_compat32_policy(policy: Any) -> bool:
+    """Whether HTTPHeaders' policy stores values as given and counts no header: the
+    compat32 behaviour `WireHeaders` keeps without going through it."""
+    return policy.header_store_parse("a", "b") == ("a", "b") and not policy.header_max_count("a")
+
+
+def _headers_class(parts: _Botocore) -> type:
+    """`WireHeaders`: the request's headers as HTTPHeaders keeps them, in a plain list."""
+    policy = parts.policy
+    http_headers: Any = parts.http_headers
 
     class WireHeaders(http_headers):  # type: ignore[misc]
         """HTTPHeaders without the policy layer: values stored as given, read back as given
@@ -110,7 +159,15 @@ def wire_parts() -> WireParts | None:
             return value
         return policy.header_fetch_parse(name, value)
 
-    class WireHeadersDict(awsrequest.HeadersDict):  # type: ignore[misc]
+    return WireHeaders
+
+
+def _headers_dict_class(parts: _Botocore) -> type:
+    """`WireHeadersDict`: the prepared request's and a response's headers."""
+    key_class = parts.key_class
+    headers_dict: Any = parts.awsrequest.HeadersDict
+
+    class WireHeadersDict(headers_dict):  # type: ignore[misc]
         """The prepared request's HeadersDict (the same keys, matched the same way), copied,
         iterated and looked up without a detour through `Mapping`'s generic methods: urllib3
         copies the headers, iterates them twice and looks some up for every request."""
@@ -138,10 +195,19 @@ def wire_parts() -> WireParts | None:
         def __iter__(self) -> Iterator[tuple[str, Any]]:
             return iter([(key._key, value) for key, value in self._mapping._dict.items()])
 
+    return WireHeadersDict
+
+
+def _request_class(parts: _Botocore, headers_class: Any, headers_dict_class: Any) -> type:
+    """`WireRequest`: an AWSRequest with `WireHeaders`, prepared without a copy."""
+    awsrequest: Any = parts.awsrequest
+    key_class, prepared_class = parts.key_class, parts.prepared_class
+    takes_context = parts.takes_context
+
     class WireRequest(awsrequest.AWSRequest):  # type: ignore[misc]
         def __init__(self, *, method: str, url: str, data: bytes, headers: dict[str, str]):
             super().__init__(method=method, url=url, data=data)
-            self.headers = WireHeaders()
+            self.headers = headers_class()
             self.headers._headers = list(headers.items())
 
         @property
@@ -158,7 +224,7 @@ def wire_parts() -> WireParts | None:
                     if isinstance(value, str):
                         self.headers[name] = value.encode("utf-8")
                 return awsrequest.AWSRequest.prepare(self)
-            headers = WireHeadersDict()
+            headers = headers_dict_class()
             pairs = headers._dict
             for name, value in self.headers.items():
                 pairs[key_class(name)] = value.encode("utf-8") if isinstance(value, str) else value
@@ -172,6 +238,16 @@ def wire_parts() -> WireParts | None:
             if takes_context:
                 return prepared_class(*fields, self.context)
             return prepared_class(*fields)  # botocore before 1.35: no context there
+
+    return WireRequest
+
+
+def _sigv4_class(parts: _Botocore) -> type:
+    """`WireSigV4Auth`: botocore's SigV4, picking the headers it signs once per request and
+    deriving the signing key once a day."""
+    auth: Any = parts.auth
+    blacklist, host_of = parts.blacklist, parts.host_of
+    ensure_unicode, urlsplit = parts.ensure_unicode, parts.urlsplit
 
     class SigningHeaders(dict[str, list[Any]]):
         """The headers SigV4 signs, lower-cased, each with its values in order: what
@@ -248,4 +324,4 @@ def wire_parts() -> WireParts | None:
             key = sign(None, key, part)
         return key  # type: ignore[no-any-return]
 
-    return WireParts(WireRequest, WireSigV4Auth, WireHeadersDict)
+    return WireSigV4Auth

