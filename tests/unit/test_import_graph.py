@@ -3,8 +3,8 @@
 The folders are the layers, lowest first: the foundations (`_base`), the store-neutral parts
 of the stores (`_stores`: the contract, the record, the result encoding), the DynamoDB store's
 wire path, the DynamoDB store, the Valkey store, the protocol (`_protocol`), and the front
-ends at the top of the package. A module imports only from its own folder or a lower one, and the protocol knows a
-store only by its contract.
+ends at the top of the package. A module imports only from its own folder or a lower one, and
+the protocol knows a store only by its contract.
 
 Every import between the package's modules counts: at the top of a module, inside a
 function (the lazy ones that keep cold starts cheap) and under `if TYPE_CHECKING:` (a
