@@ -373,10 +373,29 @@ def test_a_lost_claim_answer_frees_the_key_and_the_retry_runs_once(
 
 
 def test_a_refused_connection_is_retryable_and_sent_nothing() -> None:
-    store = ValkeyStore(f"redis://127.0.0.1:{free_port()}")
+    url = f"redis://127.0.0.1:{free_port()}"
     with pytest.raises(StoreError) as caught:
-        claim(store, "ns#" + "0" * 64, owner())
+        claim(ValkeyStore(url), "ns#" + "0" * 64, owner())
     assert (caught.value.retryable, caught.value.maybe_applied) == (True, False)
+    # a client of your own may have retried an attempt that went out: it cannot say
+    given = ValkeyStore(client=redis.Redis.from_url(url, socket_connect_timeout=1))
+    with pytest.raises(StoreError) as caught:
+        claim(given, "ns#" + "0" * 64, owner())
+    assert (caught.value.retryable, caught.value.maybe_applied) == (True, True)
+
+
+def test_a_connection_the_server_closed_between_invocations_is_replaced(
+    valkey_node: ValkeyServer,
+) -> None:
+    """A frozen Lambda's pooled connection, closed by the server (idle timeout, a restart)
+    meanwhile: the next call reconnects rather than fail."""
+    store = fresh(valkey_node.url)
+    pk = store.layout.record_key("idle", None, "k")
+    assert claim(store, pk, owner())[0]
+    with redis.Redis.from_url(valkey_node.url) as admin:
+        assert admin.client_kill_filter(_type="normal", skip_me=True) >= 1
+
+    assert not claim(store, pk, owner())[0]
 
 
 def test_a_replica_refuses_the_write_retryably_with_nothing_applied(

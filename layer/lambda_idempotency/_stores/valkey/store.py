@@ -132,6 +132,10 @@ class ValkeyStore:
         self.prefix = prefix
         self._scripts: dict[str, Any] | None = None
         self._building = threading.Lock()
+        self._knows_unsent = False
+        """Whether a failure to connect means nothing was sent: true of the clients this
+        store builds (redis-py retries nothing on them: a retry hides whether an earlier
+        attempt went out), false of a client given, which may retry or re-route."""
 
     def __repr__(self) -> str:
         where = "client" if self._url is None else _masked(self._url)
@@ -180,8 +184,12 @@ class ValkeyStore:
     ) -> tuple[bool, Record | None]:
         args = [owner, payload_hash or "", now_ms, lease_until_ms, expiration_s, skew_ms]
         won, flat = self._run("claim", pk, args)
-        record = self._record(flat, pk, "claim")
-        return bool(won), record
+        if not won:
+            return False, self._record(flat, pk, "claim")
+        try:
+            return True, self._record(flat, pk, "claim")
+        except StoreError:
+            return True, None  # the record replaced is for the log only: the key is ours
 
     def retake(
         self,
@@ -305,11 +313,7 @@ class ValkeyStore:
             "scan", None, lambda client: iter(client.scan_iter(match=match, count=size))
         )
         while True:
-            page: list[bytes] = []
-            for found in keys:
-                page.append(found)
-                if len(page) >= size:
-                    break
+            page: list[bytes] = self._call("scan", None, lambda _: _take(keys, size))
             if not page:
                 return
             records, unreadable_keys = [], []
@@ -366,9 +370,15 @@ class ValkeyStore:
     # -- internals ----------------------------------------------------------------------------
 
     def _build_client(self) -> Any:
+        """A client of the URL. A standalone one makes no retries of its own: each script is
+        safe to send again, but only the protocol knows when (it retries completions with a
+        backoff, and answers a failed claim before its effect runs), and an error says
+        truthfully whether anything went out. A cluster client keeps redis-py's re-routing
+        (MOVED after a failover, a node gone). A pooled connection the server closed while
+        the function was frozen is found closed when it leaves the pool, and replaced."""
         redis = _redis()
         url = _redis_url(self._url or "")
-        options = {
+        options: dict[str, Any] = {
             "socket_timeout": SOCKET_TIMEOUT_SECONDS,
             "socket_connect_timeout": CONNECT_TIMEOUT_SECONDS,
         }
@@ -376,7 +386,12 @@ class ValkeyStore:
             from redis.cluster import RedisCluster
 
             return RedisCluster.from_url(url, **options)
-        return redis.Redis.from_url(url, **options)
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        client = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **options)
+        self._knows_unsent = True
+        return client
 
     def _script(self, name: str) -> Any:
         loaded = self._scripts
@@ -399,7 +414,7 @@ class ValkeyStore:
         try:
             return call(self.client)
         except errors.RedisError as exc:
-            raise _store_error(errors, exc, step, pk) from exc
+            raise _store_error(errors, exc, step, pk, knows_unsent=self._knows_unsent) from exc
 
     def _record(self, flat: Any, pk: str, step: str) -> Record | None:
         """A record as read: a flat [field, value, ...] list (a script's answer) or a dict
@@ -441,11 +456,14 @@ class ValkeyStore:
         )
 
 
-def _store_error(errors: Any, exc: Exception, step: str, pk: str | None) -> StoreError:
+def _store_error(
+    errors: Any, exc: Exception, step: str, pk: str | None, *, knows_unsent: bool
+) -> StoreError:
     """redis-py's error as the library's. A refusal the server answered (READONLY from a
     replica after a failover, MOVED/ASK/TRYAGAIN, LOADING, NOSCRIPT, OOM) ran nothing: retry.
     A connection that dropped or timed out after the request left may have run it: a write
-    may have landed. A failure to connect sent nothing."""
+    may have landed. A failure to connect sent nothing, when the client made no attempt
+    before it (`knows_unsent`)."""
     name = type(exc).__name__
     writes = step not in ("get", "scan")
     refused = (
@@ -462,7 +480,7 @@ def _store_error(errors: Any, exc: Exception, step: str, pk: str | None) -> Stor
     if isinstance(exc, errors.AuthenticationError | errors.AuthorizationError):
         return _error(step, name, pk, retryable=False, maybe_applied=False)
     if isinstance(exc, errors.ConnectionError | errors.TimeoutError | errors.ClusterError):
-        unsent = "connecting to" in str(exc)
+        unsent = knows_unsent and "connecting to" in str(exc)
         return _error(step, name, pk, retryable=True, maybe_applied=writes and not unsent)
     if isinstance(exc, errors.ResponseError) and str(exc).startswith("OOM"):
         return _error(step, "OOM", pk, retryable=True, maybe_applied=False)
@@ -480,6 +498,15 @@ def _error(
         maybe_applied=maybe_applied,
         step=step,
     )
+
+
+def _take(keys: Iterator[bytes], count: int) -> list[bytes]:
+    page: list[bytes] = []
+    for found in keys:
+        page.append(found)
+        if len(page) >= count:
+            break
+    return page
 
 
 def _decodes(client: Any) -> bool:
