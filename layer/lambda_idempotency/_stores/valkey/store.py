@@ -90,8 +90,8 @@ def _redis() -> Any:
 
 
 class ValkeyStore:
-    """The idempotency record in Valkey or Redis (6.2+; tested on Valkey 9, single node and
-    cluster).
+    """The idempotency record in Valkey or Redis (tested on Valkey 9, single node and
+    cluster; docs/valkey.md).
 
     url: `valkey://`, `valkeys://` (TLS), `redis://`, `rediss://` (TLS) or `unix://`; default
     the environment's IDEMPOTENCY_VALKEY_URL. client: a redis-py client you already have
