@@ -465,3 +465,20 @@ def test_without_redis_py_the_store_names_the_extra_and_a_dynamodb_handler_never
         timeout=60,
     )
     assert "lambda-idempotency[valkey]" in ran.stdout
+
+
+def test_scripts_flushed_from_the_server_are_loaded_again(
+    valkey_node: ValkeyServer, valkey_cluster: ValkeyCluster
+) -> None:
+    """A restarted or failed-over node has forgotten the scripts: NOSCRIPT, then EVALSHA again
+    after loading, never an error to the caller."""
+    for store in (fresh(valkey_node.url), fresh(valkey_cluster.url, cluster=True)):
+        pk = store.layout.record_key("flush", None, "k")
+        assert claim(store, pk, owner())[0]
+        flushed = valkey_cluster.nodes if isinstance(store.client, RedisCluster) else [valkey_node]
+        for server in flushed:
+            with redis.Redis.from_url(server.url) as admin:
+                admin.script_flush()
+        won, held = claim(store, pk, owner())
+        assert not won
+        assert held is not None
