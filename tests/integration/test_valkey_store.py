@@ -8,7 +8,9 @@ in tests/conformance/ against the same servers."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import json
 import os
 import secrets
 import subprocess
@@ -482,3 +484,72 @@ def test_scripts_flushed_from_the_server_are_loaded_again(
         won, held = claim(store, pk, owner())
         assert not won
         assert held is not None
+
+
+def test_the_http_front_end_on_valkey_replays_per_tenant(valkey_node: ValkeyServer) -> None:
+    from lambda_idempotency import idempotent_http
+    from tests.http_events import http_event
+
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+
+    @idempotent_http(store=store, lease_seconds=30, cache_size=0)
+    def create(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        effects.append(event["body"])
+        return {"statusCode": 201, "body": json.dumps({"created": len(effects)})}
+
+    def request(tenant: str) -> dict[str, Any]:
+        claims = {"jwt": {"claims": {"sub": tenant}, "scopes": []}}
+        headers = {"idempotency-key": "k-1", "content-type": "application/json"}
+        event = http_event("http-api", headers=headers, body='{"a": 1}', authorizer=claims)
+        return dict(create(event, None))
+
+    first, again, other = request("alice"), request("alice"), request("bob")
+
+    assert first["statusCode"] == again["statusCode"] == other["statusCode"] == 201
+    assert again["body"] == first["body"]
+    assert again["headers"]["Idempotent-Replayed"] == "true"
+    assert json.loads(other["body"]) == {"created": 2}  # another tenant: never a replay
+    assert len(effects) == 2
+
+
+def test_a_batch_on_valkey_runs_each_record_once(valkey_node: ValkeyServer) -> None:
+    from lambda_idempotency import idempotent_record, process_batch
+    from tests.batch_events import batch, failed, sqs_record
+
+    store = fresh(valkey_node.url)
+    shipped: list[str] = []
+
+    @idempotent_record(store=store, lease_seconds=30, cache_size=0)
+    def ship(record: dict[str, Any]) -> str:
+        order = json.loads(record["body"])["order"]
+        if order == "bad":
+            raise ValueError("cannot ship")
+        shipped.append(order)
+        return order
+
+    event = batch(*(sqs_record(f"m-{n}", {"order": o}) for n, o in enumerate(["a", "bad", "b"])))
+    first = process_batch(event, None, ship)
+    again = process_batch(event, None, ship)
+
+    assert failed(dict(first)) == failed(dict(again)) == ["m-1"]
+    assert shipped == ["a", "b"]
+
+
+def test_async_duplicates_on_valkey_run_once_and_wait_for_the_result(
+    valkey_node: ValkeyServer,
+) -> None:
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+
+    @idempotent(key="id", store=store, lease_seconds=30, cache_size=0, on_in_progress="wait")
+    async def charge(event: dict[str, Any], context: Any) -> str:
+        await asyncio.sleep(0.2)
+        effects.append(event["id"])
+        return "charged"
+
+    async def main() -> list[str]:
+        return list(await asyncio.gather(*(charge({"id": "a-1"}, None) for _ in range(3))))
+
+    assert asyncio.run(main()) == ["charged"] * 3
+    assert effects == ["a-1"]
