@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,25 @@ pytestmark = pytest.mark.valkey
 ROOT = Path(__file__).resolve().parents[2]
 
 
+OPENED: list[Any] = []
+"""Stores and clients a test opened, closed after it (no socket left to the garbage
+collector, whose ResourceWarning the suite turns into an error)."""
+
+
+@pytest.fixture(autouse=True)
+def _close_what_the_test_opened() -> Iterator[None]:
+    yield
+    while OPENED:
+        OPENED.pop().close()
+
+
+def opened(thing: Any) -> Any:
+    OPENED.append(thing)
+    return thing
+
+
 def fresh(url: str, **options: Any) -> ValkeyStore:
-    return ValkeyStore(url, prefix=f"t-{uuid.uuid4().hex[:8]}:", **options)
+    return opened(ValkeyStore(url, prefix=f"t-{uuid.uuid4().hex[:8]}:", **options))
 
 
 def owner() -> str:
@@ -94,8 +112,10 @@ def test_of_many_threads_racing_one_key_one_runs_and_the_rest_replay_or_wait(
     assert answers == [{"charged": "o-1"}] * 12
 
 
-def test_of_many_raw_claims_exactly_one_wins(valkey_node: ValkeyServer) -> None:
-    store = fresh(valkey_node.url)
+@pytest.mark.parametrize("where", ["valkey_node", "valkey_cluster"])
+def test_of_many_raw_claims_exactly_one_wins(where: str, request: pytest.FixtureRequest) -> None:
+    server = request.getfixturevalue(where)
+    store = fresh(server.url, cluster=where == "valkey_cluster")
     pk = store.layout.record_key("race", None, "k")
     start = threading.Barrier(16)
 
@@ -246,7 +266,7 @@ def test_a_6_mb_result_replays_byte_for_byte_in_one_call(valkey_node: ValkeyServ
 
 
 def test_a_decorated_handler_end_to_end(valkey_node: ValkeyServer) -> None:
-    store = ValkeyStore(valkey_node.url.replace("redis://", "valkey://"), prefix="e2e:")
+    store = opened(ValkeyStore(valkey_node.url.replace("redis://", "valkey://"), prefix="e2e:"))
     effects: list[tuple[str, int]] = []
 
     @idempotent(key="order_id", payload="amount", store=store, lease_seconds=30, cache_size=0)
@@ -329,7 +349,9 @@ def test_a_connection_dropped_after_the_script_ran_may_have_applied(
             super().evalsha(*args, **kwargs)
             raise redis.ConnectionError("Connection closed by server.")
 
-    store = ValkeyStore(client=Dropping.from_url(valkey_node.url), prefix=f"drop-{uuid.uuid4()}:")
+    store = ValkeyStore(
+        client=opened(Dropping.from_url(valkey_node.url)), prefix=f"drop-{uuid.uuid4()}:"
+    )
     pk, a = store.layout.record_key("drop", None, "raw key"), owner()
 
     with pytest.raises(StoreError) as caught:
@@ -357,7 +379,9 @@ def test_a_lost_claim_answer_frees_the_key_and_the_retry_runs_once(
                 raise redis.TimeoutError("Timeout reading from socket")
             return answer
 
-    store = ValkeyStore(client=Dropping.from_url(valkey_node.url), prefix=f"lost-{uuid.uuid4()}:")
+    store = ValkeyStore(
+        client=opened(Dropping.from_url(valkey_node.url)), prefix=f"lost-{uuid.uuid4()}:"
+    )
     effects: list[str] = []
 
     @idempotent(key="id", store=store, lease_seconds=30, cache_size=0)
@@ -377,10 +401,10 @@ def test_a_lost_claim_answer_frees_the_key_and_the_retry_runs_once(
 def test_a_refused_connection_is_retryable_and_sent_nothing() -> None:
     url = f"redis://127.0.0.1:{free_port()}"
     with pytest.raises(StoreError) as caught:
-        claim(ValkeyStore(url), "ns#" + "0" * 64, owner())
+        claim(opened(ValkeyStore(url)), "ns#" + "0" * 64, owner())
     assert (caught.value.retryable, caught.value.maybe_applied) == (True, False)
     # a client of your own may have retried an attempt that went out: it cannot say
-    given = ValkeyStore(client=redis.Redis.from_url(url, socket_connect_timeout=1))
+    given = ValkeyStore(client=opened(redis.Redis.from_url(url, socket_connect_timeout=1)))
     with pytest.raises(StoreError) as caught:
         claim(given, "ns#" + "0" * 64, owner())
     assert (caught.value.retryable, caught.value.maybe_applied) == (True, True)
@@ -432,9 +456,9 @@ def test_a_store_is_built_from_a_url_or_a_client_and_refuses_what_cannot_work(
     valkey_node: ValkeyServer,
 ) -> None:
     with pytest.raises(ConfigurationError):
-        ValkeyStore(client=redis.Redis.from_url(valkey_node.url, decode_responses=True))
+        ValkeyStore(client=opened(redis.Redis.from_url(valkey_node.url, decode_responses=True)))
     with pytest.raises(ConfigurationError):
-        ValkeyStore(valkey_node.url, client=redis.Redis.from_url(valkey_node.url))
+        ValkeyStore(valkey_node.url, client=opened(redis.Redis.from_url(valkey_node.url)))
     secret = ValkeyStore("rediss://user:hunter2@cache.example:6379")
     assert "hunter2" not in repr(secret)
     blob = encode({"a": 1}).blob

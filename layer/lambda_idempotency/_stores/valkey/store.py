@@ -156,6 +156,14 @@ class ValkeyStore:
                     self._client = self._build_client()
         return self._client
 
+    def close(self) -> None:
+        """Close the connections of the client this store built from its URL (the next call
+        opens new ones). A client you gave stays yours to close."""
+        client = self._client
+        if self._url is not None and client is not None:
+            self._client, self._scripts = None, None
+            client.close()
+
     def check_decoration(self, namespace: str, *, payload: bool) -> None:
         """Any namespace fits: Valkey keys and values hold far more than a record needs."""
 
