@@ -410,6 +410,30 @@ def test_a_refused_connection_is_retryable_and_sent_nothing() -> None:
     assert (caught.value.retryable, caught.value.maybe_applied) == (True, True)
 
 
+def test_a_server_that_stops_answering_is_a_timeout_whose_claim_may_have_landed() -> None:
+    """The request reached the server, which stood still (SIGSTOP: a stalled node, a long
+    fork): the claim times out as a StoreError saying it may have applied, and it did, once
+    the server moved again."""
+    with ValkeyServer() as node:
+        store = opened(ValkeyStore(node.url, timeout=0.3))
+        pk, a = store.layout.record_key("stall", None, "k"), owner()
+        assert claim(store, store.layout.record_key("stall", None, "warm"), a)[0]  # loaded
+        node.pause()
+        try:
+            with pytest.raises(StoreError) as caught:
+                claim(store, pk, a)
+        finally:
+            node.resume()
+
+        assert (caught.value.code, caught.value.retryable) == ("TimeoutError", True)
+        assert caught.value.maybe_applied
+        deadline = time.monotonic() + 5
+        while (record := store.get(pk)) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert record is not None
+        assert record.owner == a
+
+
 def test_a_connection_the_server_closed_between_invocations_is_replaced(
     valkey_node: ValkeyServer,
 ) -> None:

@@ -68,6 +68,8 @@ SOCKET_TIMEOUT_SECONDS = 5.0
 """How long a call waits for its answer on a client built from a URL: past it, the call is a
 `StoreError` (retryable, maybe applied) rather than a wait as long as the invocation."""
 CONNECT_TIMEOUT_SECONDS = 2.0
+MAX_TIMEOUT_SECONDS = 900
+"""Lambda's longest invocation: a longer wait for one answer could only outlive its caller."""
 
 ENLISTED_WRITES_REFUSED = (
     "add_write enlists a DynamoDB write to commit in one transaction with the idempotency "
@@ -97,6 +99,7 @@ class ValkeyStore:
     the environment's IDEMPOTENCY_VALKEY_URL. client: a redis-py client you already have
     (`redis.Redis` or `redis.cluster.RedisCluster`, bytes responses) instead of a URL.
     cluster: build a cluster client from `url`. prefix: put before every record's key.
+    timeout: seconds a call built from `url` waits for its answer (default 5).
     """
 
     enlisted_writes_refusal = ENLISTED_WRITES_REFUSED
@@ -109,6 +112,7 @@ class ValkeyStore:
         client: Any = None,
         cluster: bool = False,
         prefix: str = DEFAULT_PREFIX,
+        timeout: float = SOCKET_TIMEOUT_SECONDS,
     ) -> None:
         _redis()
         if client is None and url is None:
@@ -127,7 +131,12 @@ class ValkeyStore:
         if not isinstance(prefix, str):
             raise ConfigurationError(f"prefix must be a string, not {type(prefix).__name__}")
         self._url = url
+        if not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT_SECONDS:
+            raise ConfigurationError(
+                f"timeout must be seconds, more than 0 and at most {MAX_TIMEOUT_SECONDS}"
+            )
         self._cluster = cluster
+        self._timeout = float(timeout)
         self._client = client
         self.prefix = prefix
         self._scripts: dict[str, Any] | None = None
@@ -387,8 +396,8 @@ class ValkeyStore:
         redis = _redis()
         url = _redis_url(self._url or "")
         options: dict[str, Any] = {
-            "socket_timeout": SOCKET_TIMEOUT_SECONDS,
-            "socket_connect_timeout": CONNECT_TIMEOUT_SECONDS,
+            "socket_timeout": self._timeout,
+            "socket_connect_timeout": min(self._timeout, CONNECT_TIMEOUT_SECONDS),
         }
         if self._cluster:
             from redis.cluster import RedisCluster
