@@ -131,6 +131,40 @@ def test_of_many_raw_claims_exactly_one_wins(where: str, request: pytest.Fixture
     assert wins.count(True) == 1
 
 
+@pytest.mark.parametrize(
+    ("stored", "code"),
+    [
+        ({"status": "DONE", "expiration": "9999999999"}, "UnknownRecordStatus"),
+        ({"status": "COMPLETED", "expiration": "soon"}, "StoredRecordUnreadable"),
+        ({"status": "COMPLETED"}, "StoredRecordUnreadable"),
+        ("not a hash", "StoredRecordUnreadable"),
+    ],
+    ids=["status", "number", "no expiration", "string"],
+)
+def test_a_record_this_library_never_wrote_is_a_typed_error_and_nothing_runs(
+    valkey_node: ValkeyServer, stored: Any, code: str
+) -> None:
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+
+    @idempotent(key="id", store=store, lease_seconds=30, cache_size=0)
+    def charge(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        return "charged"
+
+    key = store.key_of(store.layout.record_key(charge.idempotency.settings.namespace, None, "x"))
+    if isinstance(stored, dict):
+        store.client.hset(key, mapping=stored)
+    else:
+        store.client.set(key, stored)
+
+    with pytest.raises(StoreError) as caught:
+        charge({"id": "x"}, None)
+
+    assert (caught.value.code, caught.value.retryable) == (code, False)
+    assert effects == []
+
+
 def test_a_zombie_completing_late_never_overwrites_the_new_holder(
     valkey_node: ValkeyServer,
 ) -> None:
@@ -483,6 +517,8 @@ def test_a_store_is_built_from_a_url_or_a_client_and_refuses_what_cannot_work(
         ValkeyStore(client=opened(redis.Redis.from_url(valkey_node.url, decode_responses=True)))
     with pytest.raises(ConfigurationError):
         ValkeyStore(valkey_node.url, client=opened(redis.Redis.from_url(valkey_node.url)))
+    with pytest.raises(ConfigurationError, match="braces"):
+        ValkeyStore(valkey_node.url, prefix="app{1}:")
     secret = ValkeyStore("rediss://user:hunter2@cache.example:6379")
     assert "hunter2" not in repr(secret)
     blob = encode({"a": 1}).blob

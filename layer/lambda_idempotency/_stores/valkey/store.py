@@ -128,8 +128,11 @@ class ValkeyStore:
                 "ValkeyStore needs a client that answers bytes (decode_responses=False): "
                 "results are binary"
             )
-        if not isinstance(prefix, str):
-            raise ConfigurationError(f"prefix must be a string, not {type(prefix).__name__}")
+        if not isinstance(prefix, str) or "{" in prefix or "}" in prefix:
+            raise ConfigurationError(
+                "prefix must be a string without braces: the braces after it make the hashed "
+                "key the record's hash tag (its cluster slot)"
+            )
         self._url = url
         if not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT_SECONDS:
             raise ConfigurationError(
@@ -501,6 +504,9 @@ def _store_error(
         return _error(step, name, pk, retryable=True, maybe_applied=writes and not unsent)
     if isinstance(exc, errors.ResponseError) and str(exc).startswith("OOM"):
         return _error(step, "OOM", pk, retryable=True, maybe_applied=False)
+    if isinstance(exc, errors.ResponseError) and str(exc).startswith("WRONGTYPE"):
+        # The record's key holds no hash: nothing this library wrote. Nothing ran.
+        return unreadable(STORED_RECORD_UNREADABLE, "not a hash", key_hash=pk, step=step)
     return _error(step, name, pk, retryable=False, maybe_applied=False)
 
 
