@@ -519,6 +519,11 @@ def test_a_store_is_built_from_a_url_or_a_client_and_refuses_what_cannot_work(
         ValkeyStore(valkey_node.url, client=opened(redis.Redis.from_url(valkey_node.url)))
     with pytest.raises(ConfigurationError, match="braces"):
         ValkeyStore(valkey_node.url, prefix="app{1}:")
+    with pytest.raises(ConfigurationError, match="'https'"):
+        ValkeyStore("https://cache.example")
+    for timeout in (0, -1, True, "5", 901):
+        with pytest.raises(ConfigurationError, match="timeout"):
+            ValkeyStore(valkey_node.url, timeout=timeout)
     secret = ValkeyStore("rediss://user:hunter2@cache.example:6379")
     assert "hunter2" not in repr(secret)
     blob = encode({"a": 1}).blob

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from ..._base.keys import KeyLayout
 
 URL_VARIABLE = "IDEMPOTENCY_VALKEY_URL"
+SCHEMES = ("valkey://", "valkeys://", "redis://", "rediss://", "unix://")
 DEFAULT_PREFIX = "idempotency:"
 SOCKET_TIMEOUT_SECONDS = 5.0
 """How long a call waits for its answer on a client built from a URL: past it, the call is a
@@ -123,6 +124,11 @@ class ValkeyStore:
                 )
         if client is not None and url is not None:
             raise ConfigurationError("ValkeyStore takes a url or a client=, not both")
+        if url is not None and not url.startswith(SCHEMES):
+            raise ConfigurationError(
+                f"ValkeyStore's url starts with one of {', '.join(SCHEMES)}; "
+                f"not {_masked(url).partition(':')[0]!r}"
+            )
         if client is not None and _decodes(client):
             raise ConfigurationError(
                 "ValkeyStore needs a client that answers bytes (decode_responses=False): "
@@ -134,7 +140,9 @@ class ValkeyStore:
                 "key the record's hash tag (its cluster slot)"
             )
         self._url = url
-        if not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT_SECONDS:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            timeout = -1
+        if not 0 < timeout <= MAX_TIMEOUT_SECONDS:
             raise ConfigurationError(
                 f"timeout must be seconds, more than 0 and at most {MAX_TIMEOUT_SECONDS}"
             )
