@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from redis.cluster import RedisCluster
 
 from lambda_idempotency import (
@@ -642,3 +644,63 @@ def test_async_duplicates_on_valkey_run_once_and_wait_for_the_result(
 
     assert asyncio.run(main()) == ["charged"] * 3
     assert effects == ["a-1"]
+
+
+OPERATIONS = st.lists(
+    st.tuples(st.sampled_from(["claim", "complete", "release", "extend"]), st.integers(0, 2)),
+    max_size=12,
+)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(operations=OPERATIONS)
+def test_any_interleaving_of_three_owners_follows_the_contract(
+    valkey_node: ValkeyServer, operations: list[tuple[str, int]]
+) -> None:
+    """Claims, completions, releases and extensions by three owners in any order (leases
+    long: none lapses) answer as the contract says, and the record is what it says after
+    each: one holder at a time, only the holder completes, releases or extends, a completion
+    is never undone, a tombstone frees the key for everyone but its own owner."""
+    store = fresh(valkey_node.url)
+    pk = store.layout.record_key("model", None, "k")
+    owners = [owner() for _ in range(3)]
+    model: tuple[Status, int] | None = None
+    for operation, who in operations:
+        token, now = owners[who], now_ms()
+        ours = model is not None and model[1] == who
+        if operation == "claim":
+            free = model is None or (model[0] is Status.RELEASED and not ours)
+            won, _ = claim(store, pk, token)
+            assert won == free
+            model = (Status.IN_PROGRESS, who) if free else model
+        elif operation == "complete":
+            done = store.complete(
+                pk, owner=token, payload_hash=None, result=b"r", expiration_s=now // 1000 + 60
+            )
+            assert done == ours
+            model = (Status.COMPLETED, who) if ours else model
+        elif operation == "release":
+            held = ours and model is not None and model[0] is Status.IN_PROGRESS
+            assert store.release(pk, owner=token, now_ms=now) == held
+            model = (Status.RELEASED, who) if held else model
+        else:
+            held = ours and model is not None and model[0] is Status.IN_PROGRESS
+            extended, _ = store.extend_lease(
+                pk,
+                owner=token,
+                payload_hash=None,
+                claimed_at_ms=None,
+                lease_until_ms=now + 60_000,
+                expiration_s=now // 1000 + 3600,
+            )
+            assert extended == held
+        record = store.get(pk)
+        if model is None:
+            assert record is None
+        else:
+            assert record is not None
+            assert (record.status, record.owner) == (model[0], owners[model[1]])
