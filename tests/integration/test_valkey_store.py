@@ -704,3 +704,35 @@ def test_any_interleaving_of_three_owners_follows_the_contract(
         else:
             assert record is not None
             assert (record.status, record.owner) == (model[0], owners[model[1]])
+
+
+def test_a_heartbeat_holds_the_key_on_the_servers_clock_past_the_first_lease(
+    valkey_node: ValkeyServer,
+) -> None:
+    """Work three times as long as its lease, holding the key by a heartbeat: every
+    duplicate meanwhile is refused, and the one after replays."""
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+    refused: list[int] = []
+
+    @idempotent(
+        key="id", payload=None, store=store, lease_seconds=0.4, clock_skew_seconds=0, cache_size=0
+    )
+    def export(event: dict[str, Any], context: Any) -> str:
+        if event["who"] == "duplicate":
+            effects.append("duplicate")
+            return "duplicate"
+        effects.append("holder")
+        with current_execution().heartbeat(every=0.1, extend_by=0.4):
+            for _ in range(6):
+                time.sleep(0.2)
+                try:
+                    export({"id": "h-1", "who": "duplicate"}, None)
+                except InProgressError as exc:
+                    refused.append(exc.retry_after)
+        return "holder"
+
+    assert export({"id": "h-1", "who": "holder"}, None) == "holder"
+    assert len(refused) == 6
+    assert effects == ["holder"]
+    assert export({"id": "h-1", "who": "duplicate"}, None) == "holder"
