@@ -44,7 +44,7 @@ class Pace:
         self.real = store_factory.has(SERVER_CLOCK)
         self.clock = clock
         self.lease, self.skew = (1.0, 0.5) if self.real else (30.0, float(SKEW_SECONDS))
-        self.before, self.past = (0.3, 0.6) if self.real else (0.001, 0.001)
+        self.before, self.past = (0.4, 0.8) if self.real else (0.001, 0.001)
 
     def elapse(self, seconds: float) -> None:
         self.clock.advance(seconds)
