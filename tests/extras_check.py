@@ -10,7 +10,8 @@ virtualenv, and its entry point run there.
   user's own), the plugin loads, and the moto fixture names the `testing` extra;
 - `[cli]`: `lambda-idempotency` invokes a plain and a durable function of a template;
 - `[testing]`: a user's pytest file on the moto fixture;
-- `[durable]`: a durable handler with `@idempotent` inside `@durable_execution`.
+- `[durable]`: a durable handler with `@idempotent` inside `@durable_execution`;
+- `[valkey]`: redis-py, and `ValkeyStore` built with it (the package alone names the extra).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ TOOLING = {
     "pytest",
     "aws-durable-execution-sdk-python",
     "aws-durable-execution-sdk-python-testing",
+    "redis",
 }
 """Distributions an extra brings, none of which the package alone installs."""
 
@@ -191,6 +193,8 @@ wanted = set()
 for source in package.rglob("*.py"):
     if source.relative_to(package).parts[0] in tooling:
         continue
+    if source.relative_to(package).parts[:2] == ("_stores", "valkey"):
+        continue  # ValkeyStore's redis-py comes with the [valkey] extra (its own test)
     tree = ast.parse(source.read_text())
     checking_only = set()  # what `if TYPE_CHECKING:` blocks hold: the type checker's
     for node in ast.walk(tree):
@@ -261,6 +265,9 @@ def test_the_package_alone_runs_a_handler_and_its_tooling_names_the_extras(
         "lambda-idempotency: reading template.yaml needs PyYAML, which is not installed: "
         "pip install 'lambda-idempotency[cli]'\n",
     )
+    valkey = venv.run("python", "-c", VALKEY_STORE, check=False)
+    assert valkey.returncode == 1
+    assert valkey.stderr.strip().endswith("pip install 'lambda-idempotency[valkey]'")
     helpers = venv.run("python", "-c", "import lambda_idempotency.testing", check=False)
     assert helpers.returncode == 1
     assert helpers.stderr.strip().endswith("pip install 'lambda-idempotency[testing]'")
@@ -280,6 +287,21 @@ def test_the_package_alone_runs_a_handler_and_its_tooling_names_the_extras(
         "the idempotency_store_moto fixture needs moto, which is not installed: "
         "pip install 'lambda-idempotency[testing]'" in tested.stdout
     )
+
+
+VALKEY_STORE = """
+from lambda_idempotency import ValkeyStore
+print(repr(ValkeyStore("valkey://user:secret@localhost:6379", cluster=False)))
+"""
+
+
+def test_the_valkey_extra_builds_a_valkey_store(wheel: Path, venv: Venv, tmp_path: Path) -> None:
+    venv.install(f"{wheel}[valkey]")
+    assert "redis" in venv.distributions()
+    assert "moto" not in venv.distributions() and "pytest" not in venv.distributions()
+
+    shown = venv.run("python", "-c", VALKEY_STORE, cwd=tmp_path).stdout
+    assert shown.strip() == "ValkeyStore('valkey://user:***@localhost:6379', prefix='idempotency:')"
 
 
 def test_the_cli_extra_runs_the_command_on_a_plain_and_a_durable_function(

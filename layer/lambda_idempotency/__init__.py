@@ -43,6 +43,7 @@ if _typing.TYPE_CHECKING:
     from ._options import Clock, Options
     from ._protocol.durable import durable_step_key
     from ._stores.dynamodb.powertools_layout import PowertoolsOptions
+    from ._stores.valkey.store import ValkeyStore
 
 __version__ = _VERSION
 """This package's version (semantic versioning; CHANGELOG.md says what each one changes)."""
@@ -57,6 +58,7 @@ _FRONT_ENDS = {
     "Options": "_options",
     "Clock": "_options",
     "PowertoolsOptions": "_stores.dynamodb.powertools_layout",
+    "ValkeyStore": "_stores.valkey.store",
 }
 """Imported on first use: a handler pays at cold start only for the front end it uses, and
 nothing for the option types, which only a type checker or a reader needs."""
@@ -109,6 +111,7 @@ __all__ = [
     "Status",
     "StoreError",
     "SystemClock",
+    "ValkeyStore",
     "current_execution",
     "durable_step_key",
     "idempotent",

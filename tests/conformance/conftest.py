@@ -1,7 +1,8 @@
 """The store conformance suite's fixtures: one `store_factory` per store under test.
 
 Every test in this package takes `store_factory` and runs once per factory: DynamoDB Local
-in the native layout, DynamoDB Local in Powertools' layout, and moto in the native layout.
+in the native layout, DynamoDB Local in Powertools' layout, moto in the native layout, and
+ValkeyStore on one real Valkey node and on a real cluster of three primaries.
 A store of your own runs the same tests: point IDEMPOTENCY_STORE_FACTORY at a
 `module:name` that is a `StoreFactory` (or a callable returning one, or a list of them), see
 docs/testing.md, "Conformance suite for a store of your own".
@@ -36,7 +37,13 @@ ENLISTED_WRITES = "enlisted_writes"
 CHUNKS = "chunks"
 """Results past what one record holds are stored in parts (`stored_form(...).chunks`)."""
 
-CAPABILITIES = frozenset({TOMBSTONE, SCOPE, OPERATORS, ENLISTED_WRITES, CHUNKS})
+SERVER_CLOCK = "server_clock"
+"""Leases and expiry are decided on the store's own clock: the caller's times set how long a
+lease or a record lasts, not when it ends. A test that lets a lease lapse or a record expire
+by passing a later `now_ms` (or moving a FakeClock) waits for it for real instead, with short
+durations, a margin either side of the edge (a real wait cannot hit the millisecond)."""
+
+CAPABILITIES = frozenset({TOMBSTONE, SCOPE, OPERATORS, ENLISTED_WRITES, CHUNKS, SERVER_CLOCK})
 
 
 class StoreFactory:
@@ -163,10 +170,42 @@ def _moto_native(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
         yield _dynamodb("moto-native", lambda: _native(client), DYNAMODB | {TOMBSTONE, SCOPE})
 
 
+# -- the Valkey stores -------------------------------------------------------------------------
+
+_prefixes = (f"conformance-{n}:" for n in itertools.count())
+VALKEY = frozenset({TOMBSTONE, SCOPE, OPERATORS, SERVER_CLOCK})
+
+
+def _valkey(name: str, client: Any) -> StoreFactory:
+    """Every store on one client (one connection pool), each under a prefix of its own: an
+    empty keyspace per store on the session's shared servers."""
+    from lambda_idempotency import ValkeyStore
+
+    return StoreFactory(name, lambda: ValkeyStore(client=client, prefix=next(_prefixes)), VALKEY)
+
+
+def _valkey_node(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
+    import redis
+
+    client = redis.Redis.from_url(request.getfixturevalue("valkey_node").url)
+    yield _valkey("valkey-node", client)
+    client.close()
+
+
+def _valkey_cluster(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
+    from redis.cluster import RedisCluster
+
+    client = RedisCluster.from_url(request.getfixturevalue("valkey_cluster").url)
+    yield _valkey("valkey-cluster", client)
+    client.close()
+
+
 BUILT_IN: dict[str, Callable[[pytest.FixtureRequest], Iterator[StoreFactory]]] = {
     "dynamodb-local-native": _local_native,
     "dynamodb-local-powertools": _local_powertools,
     "moto-native": _moto_native,
+    "valkey-node": _valkey_node,
+    "valkey-cluster": _valkey_cluster,
 }
 
 FACTORY_VARIABLE = "IDEMPOTENCY_STORE_FACTORY"

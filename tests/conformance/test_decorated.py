@@ -3,12 +3,15 @@
 What a user sees: one run per key, a replay byte for byte, a mismatch refused, a duplicate
 told when to come back, a zombie's completion fenced out, a released key run again, a lease
 that never shortens, an expired key run again, a result that could not be stored refused
-to its retries, tenants kept apart. The clock is a `FakeClock` the test moves."""
+to its retries, tenants kept apart. The clock is a `FakeClock` the test moves; on a
+SERVER_CLOCK store, where only the server's clock lapses a lease, `Pace` also waits for real."""
 
 from __future__ import annotations
 
 import base64
+import math
 import os
+import time
 from typing import Any
 
 import pytest
@@ -25,9 +28,28 @@ from lambda_idempotency import (
 )
 from lambda_idempotency._stores.contract import IdempotencyStore
 from lambda_idempotency.testing import FakeClock
-from tests.conformance.conftest import SCOPE, StoreFactory
+from tests.conformance.conftest import SCOPE, SERVER_CLOCK, StoreFactory
 
 SKEW_SECONDS = 2
+
+
+class Pace:
+    """The durations a test lets pass, and how. On a store deciding by the caller's times the
+    FakeClock moves and nothing waits: `lease` 30 s, `skew` 2 s, a key held `before` an edge
+    is asked for 1 ms before it and again 1 ms past it (`past`). On a SERVER_CLOCK store the
+    durations are short and `elapse` also sleeps as long, with a margin either side of the
+    edge (a real wait cannot hit the millisecond)."""
+
+    def __init__(self, store_factory: StoreFactory, clock: FakeClock) -> None:
+        self.real = store_factory.has(SERVER_CLOCK)
+        self.clock = clock
+        self.lease, self.skew = (1.0, 0.5) if self.real else (30.0, float(SKEW_SECONDS))
+        self.before, self.past = (0.4, 0.8) if self.real else (0.001, 0.001)
+
+    def elapse(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+        if self.real:
+            time.sleep(seconds)
 
 
 def protect(store: IdempotencyStore, clock: FakeClock, **options: Any) -> Any:
@@ -86,14 +108,15 @@ def test_the_same_key_with_another_payload_is_refused(
 
 
 def test_a_duplicate_in_flight_is_told_when_the_key_frees_and_taken_over_only_then(
-    store: IdempotencyStore, clock: FakeClock
+    store_factory: StoreFactory, store: IdempotencyStore, clock: FakeClock
 ) -> None:
     """Retry-After: the holder's lease (30 s) lapsed on every clock within the skew (2 s),
     the first whole second after. A claim a millisecond before is refused; at it, taken."""
     effects: list[str] = []
     refused: list[InProgressError] = []
+    pace = Pace(store_factory, clock)
 
-    @protect(store, clock, payload=None)
+    @protect(store, clock, payload=None, lease_seconds=pace.lease, clock_skew_seconds=pace.skew)
     def export(event: dict[str, Any], context: Any) -> str:
         effects.append(event["who"])
         if event["who"] == "zombie":
@@ -102,17 +125,19 @@ def test_a_duplicate_in_flight_is_told_when_the_key_frees_and_taken_over_only_th
                     export({"id": "e-1", "who": who}, None)
                 except InProgressError as exc:
                     refused.append(exc)
-            clock.advance(30 + SKEW_SECONDS)  # lapsed on our clock, not on a late one
+            # lapsed on our clock, not on a late one
+            pace.elapse(pace.lease + pace.skew - (pace.before - 0.001))
             try:
                 export({"id": "e-1", "who": "at the edge"}, None)
             except InProgressError as exc:
                 refused.append(exc)
-            clock.advance(0.001)
+            pace.elapse(pace.past)
             assert export({"id": "e-1", "who": "successor"}, None) == "successor"
         return str(event["who"])
 
     assert export({"id": "e-1", "who": "zombie"}, None) == "zombie"  # ran; not recorded
-    assert [exc.retry_after for exc in refused] == [33, 33, 1]
+    retry_after = math.ceil(pace.lease + pace.skew + 0.001)
+    assert [exc.retry_after for exc in refused] == [retry_after, retry_after, 1]
     assert effects == ["zombie", "successor"]
     assert export.idempotency.stats["lease_lost"] == 1  # the zombie's completion, fenced
     assert export({"id": "e-1", "who": "retry"}, None) == "successor"
@@ -143,24 +168,26 @@ def test_a_failed_run_releases_its_key_and_the_retry_runs(
 
 
 def test_a_lease_is_extended_never_shortened_and_lost_to_a_successor(
-    store: IdempotencyStore, clock: FakeClock
+    store_factory: StoreFactory, store: IdempotencyStore, clock: FakeClock
 ) -> None:
     effects: list[str] = []
     leases: list[int | None] = []
     lost: list[LeaseLostError] = []
+    pace = Pace(store_factory, clock)
+    longer = 2 * pace.lease  # 60 s, or 2 s on a real wait
 
-    @protect(store, clock, lease_seconds=10, payload=None)
+    @protect(store, clock, lease_seconds=pace.lease / 3, payload=None, clock_skew_seconds=pace.skew)
     def export(event: dict[str, Any], context: Any) -> str:
         effects.append(event["who"])
         if event["who"] != "holder":
             return str(event["who"])
-        leases.append(current_execution().extend_lease(60))
-        leases.append(current_execution().extend_lease(1))  # earlier: kept as it is
+        leases.append(current_execution().extend_lease(longer))
+        leases.append(current_execution().extend_lease(pace.lease / 30))  # earlier: kept
         leases.append(record_of(store, export, "e-1").lease_until)
-        clock.advance(60 + SKEW_SECONDS + 0.001)
+        pace.elapse(longer + pace.skew + pace.past)
         export({"id": "e-1", "who": "successor"}, None)
         try:
-            current_execution().extend_lease(60)
+            current_execution().extend_lease(longer)
         except LeaseLostError as exc:
             lost.append(exc)
         return "holder"
@@ -168,27 +195,29 @@ def test_a_lease_is_extended_never_shortened_and_lost_to_a_successor(
     start = clock.now_ms()
     export({"id": "e-1", "who": "holder"}, None)
 
-    assert leases == [start + 60_000] * 3
+    assert leases == [start + int(longer * 1000)] * 3
     assert len(lost) == 1
     assert effects == ["holder", "successor"]
     assert export({"id": "e-1", "who": "retry"}, None) == "successor"
 
 
 def test_an_expired_key_runs_again_only_past_the_skew(
-    store: IdempotencyStore, clock: FakeClock
+    store_factory: StoreFactory, store: IdempotencyStore, clock: FakeClock
 ) -> None:
     effects: list[str] = []
+    pace = Pace(store_factory, clock)
+    ttl = 1 if pace.real else 60
 
-    @protect(store, clock, ttl_seconds=60)
+    @protect(store, clock, ttl_seconds=ttl, clock_skew_seconds=pace.skew)
     def charge(event: dict[str, Any], context: Any) -> int:
         effects.append(event["id"])
         return len(effects)
 
     clock.ms -= clock.ms % 1000  # a whole second: the record expires at one
     assert charge({"id": "o-1"}, None) == 1
-    clock.advance(60 + 1 + SKEW_SECONDS - 0.001)  # expired, but not on a clock 2 s behind
+    pace.elapse(ttl + 1 + pace.skew - pace.before)  # expired, but not on a clock `skew` behind
     assert charge({"id": "o-1"}, None) == 1
-    clock.advance(0.001)
+    pace.elapse(pace.past)
     assert charge({"id": "o-1"}, None) == 2
     assert effects == ["o-1", "o-1"]
 

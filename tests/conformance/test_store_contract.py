@@ -1,12 +1,16 @@
 """The store contract, method by method (`IdempotencyStore`, `OperatorStore`): what each
 call answers on a free key, on a held one, on a refused condition, past the skew allowance
-and past expiry. Times are passed in, as the protocol passes them: no clock is read here."""
+and past expiry. Times are passed in, as the protocol passes them: no clock is read here,
+but on a SERVER_CLOCK store, where only the server's clock lapses a lease (`Times`)."""
 
 from __future__ import annotations
 
 import base64
 import os
 import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -20,6 +24,7 @@ from tests.conformance.conftest import (
     CHUNKS,
     ENLISTED_WRITES,
     OPERATORS,
+    SERVER_CLOCK,
     TOMBSTONE,
     StoreFactory,
 )
@@ -68,6 +73,39 @@ def complete(store: IdempotencyStore, pk: str, who: str, blob: bytes, **given: A
 SMALL = encode({"order": "o-1", "total": 42}).blob
 
 
+class Times:
+    """How a test lets a lease lapse or a record expire. On a store that decides by the times
+    it is given, by passing a later `now_ms`: `before(edge)` is the last millisecond the key is
+    still held (T + edge - 1), `after(edge)` the first it is free (T + edge), `edge` counted
+    from the claim at T. On a SERVER_CLOCK store only the server's clock frees a key: the
+    durations are short and each call first waits for real, until `margin` ms before the
+    edge (from before the claim was sent) or `margin` ms past it (from its answer)."""
+
+    def __init__(self, store_factory: StoreFactory) -> None:
+        self.real = store_factory.has(SERVER_CLOCK)
+        self.lease, self.skew, self.margin = (1000, 500, 400) if self.real else (LEASE, SKEW, 0)
+        self.sent = self.answered = time.monotonic()
+
+    @contextmanager
+    def claiming(self) -> Iterator[None]:
+        """Around the claim the edges count from."""
+        self.sent = time.monotonic()
+        yield
+        self.answered = time.monotonic()
+
+    def before(self, edge: int) -> int:
+        self._wait_until(self.sent, edge - self.margin)
+        return T + edge - 1
+
+    def after(self, edge: int) -> int:
+        self._wait_until(self.answered, edge + self.margin)
+        return T + edge
+
+    def _wait_until(self, start: float, ms: int) -> None:
+        if self.real:
+            time.sleep(max(0.0, start + ms / 1000 - time.monotonic()))
+
+
 def test_the_store_keeps_the_contract(store_factory: StoreFactory) -> None:
     store = store_factory()
     assert isinstance(store, IdempotencyStore)
@@ -107,20 +145,24 @@ def test_a_completed_key_refuses_a_claim_with_its_record_and_result(
 
 
 def test_a_lapsed_lease_is_taken_over_only_past_the_skew_and_the_zombie_is_fenced(
-    store: IdempotencyStore,
+    store_factory: StoreFactory, store: IdempotencyStore
 ) -> None:
     pk, zombie, b = key(store), owner(), owner()
-    claim(store, pk, zombie, T)
-    lapsed = T + LEASE + SKEW  # lapsed on our clock, not yet on one SKEW behind it
+    times = Times(store_factory)
+    lease, skew = times.lease, times.skew
+    with times.claiming():
+        claim(store, pk, zombie, T, lease_until_ms=T + lease, skew_ms=skew)
+    edge = lease + skew + 1  # lapsed on our clock, and on one `skew` behind it
 
-    won, held = claim(store, pk, b, lapsed)
+    won, held = claim(store, pk, b, times.before(edge), skew_ms=skew)
     assert not won
     assert held is not None
     assert held.owner == zombie
 
-    won, replaced = claim(store, pk, b, lapsed + 1)
+    won, replaced = claim(store, pk, b, times.after(edge), skew_ms=skew)
     assert won
     assert replaced is None or replaced.owner == zombie  # for the log, when the store says
+    lapsed = T + edge
 
     assert not complete(store, pk, zombie, SMALL)  # fenced: nothing written
     assert not store.release(pk, owner=zombie, now_ms=lapsed + 2)
@@ -146,22 +188,26 @@ def test_a_lapsed_lease_is_taken_over_only_past_the_skew_and_the_zombie_is_fence
 
 
 def test_an_expired_record_is_absent_to_a_claim_past_the_skew_and_read_as_stored(
-    store: IdempotencyStore,
+    store_factory: StoreFactory, store: IdempotencyStore
 ) -> None:
     pk, a = key(store), owner()
-    expires_s = T // 1000 + 5
-    claim(store, pk, a, T, lease_until_ms=T + 3_600_000, expiration_s=expires_s)
-    not_yet = (expires_s + 1) * 1000 + SKEW - 1  # expired on our clock, not on a late one
+    times = Times(store_factory)
+    skew = times.skew
+    expires_s = T // 1000 + (0 if times.real else 5)
+    with times.claiming():
+        claim(store, pk, a, T, lease_until_ms=T + 3_600_000, expiration_s=expires_s, skew_ms=skew)
+    edge = (expires_s + 1) * 1000 + skew - T  # expired on a clock `skew` behind ours
 
-    won, held = claim(store, pk, owner(), not_yet)
+    not_yet = times.before(edge)
+    won, held = claim(store, pk, owner(), not_yet, skew_ms=skew)
     assert not won
     assert held is not None
-    assert not held.is_expired(not_yet, SKEW)
+    assert not held.is_expired(not_yet, skew)
 
-    expired = not_yet + 1
+    expired = times.after(edge)
     record = store.get(pk)  # the store may still hold it: the reader decides
-    assert record is None or record.is_expired(expired, SKEW)
-    won, _ = claim(store, pk, owner(), expired)
+    assert record is None or record.is_expired(expired, skew)
+    won, _ = claim(store, pk, owner(), expired, skew_ms=skew)
     assert won
 
 
@@ -179,11 +225,19 @@ def test_an_expired_record_is_absent_to_a_claim_past_the_skew_and_read_as_stored
     skew_ms=st.integers(0, 5_000),
 )
 def test_a_held_key_frees_exactly_when_its_record_says(
-    store: IdempotencyStore, lease_ms: int, ttl_s: int, skew_ms: int
+    store_factory: StoreFactory, store: IdempotencyStore, lease_ms: int, ttl_s: int, skew_ms: int
 ) -> None:
     """`Record.frees_at_ms` (what Retry-After and waiters go by) is the store's own answer:
     a claim a millisecond before it is refused, one at it is granted, whichever of the
-    lease and the expiration ends first, whatever the skew allowance."""
+    lease and the expiration ends first, whatever the skew allowance.
+
+    On a SERVER_CLOCK store no caller's clock frees a key, however far ahead it runs: a
+    claim at `frees_at_ms` and one an hour past it are refused until the time has passed on
+    the server (the durations are lengthened by 5 s so that none passes during the example;
+    `test_a_held_key_frees_when_its_record_says_on_a_real_wait` waits for it)."""
+    real = store_factory.has(SERVER_CLOCK)
+    if real:
+        lease_ms, ttl_s = lease_ms + 5_000, ttl_s + 5
     pk = key(store, secrets.token_hex(8))
     now = T + 123  # not on a whole second
     claim(store, pk, owner(), now, lease_until_ms=now + lease_ms, expiration_s=now // 1000 + ttl_s)
@@ -192,10 +246,39 @@ def test_a_held_key_frees_exactly_when_its_record_says(
     frees = record.frees_at_ms(skew_ms)
 
     early, held = claim(store, pk, owner(), frees - 1, skew_ms=skew_ms)
-    on_time, _ = claim(store, pk, owner(), frees, skew_ms=skew_ms)
+    on_time, _ = claim(store, pk, owner(), frees + (3_600_000 if real else 0), skew_ms=skew_ms)
 
-    assert (early, on_time) == (False, True)
+    assert (early, on_time) == (False, not real)
     assert held == record
+
+
+def test_a_held_key_frees_when_its_record_says_on_a_real_wait(
+    store_factory: StoreFactory, store: IdempotencyStore
+) -> None:
+    """The same, whichever of the lease and the expiration ends first, as `Times` lets time
+    pass: at once on a store deciding by the times it is given, for real on the server's."""
+    for name, lease_ms, ttl_s in (("lease", 300, 60), ("ttl", 60_000, 0)):
+        pk, times = key(store, name), Times(store_factory)
+        skew = times.skew
+        with times.claiming():
+            claim(
+                store,
+                pk,
+                owner(),
+                T,
+                lease_until_ms=T + lease_ms,
+                expiration_s=T // 1000 + ttl_s,
+                skew_ms=skew,
+            )
+        record = store.get(pk)
+        assert record is not None
+        edge = record.frees_at_ms(skew) - T
+
+        early, held = claim(store, pk, owner(), times.before(edge), skew_ms=skew)
+        on_time, _ = claim(store, pk, owner(), times.after(edge), skew_ms=skew)
+
+        assert (early, on_time) == (False, True), name
+        assert held == record
 
 
 def test_a_release_frees_the_key_and_a_stale_release_is_refused(
@@ -239,16 +322,21 @@ def test_a_release_never_undoes_a_completion(store: IdempotencyStore) -> None:
     assert record.status is Status.COMPLETED
 
 
-def test_extending_a_lease_holds_the_key_and_is_fenced(store: IdempotencyStore) -> None:
+def test_extending_a_lease_holds_the_key_and_is_fenced(
+    store_factory: StoreFactory, store: IdempotencyStore
+) -> None:
     pk, a, b = key(store), owner(), owner()
-    claim(store, pk, a, T)
+    times = Times(store_factory)
+    with times.claiming():
+        claim(store, pk, a, T, lease_until_ms=T + times.lease, skew_ms=times.skew)
     extend = {"payload_hash": "p" * 64, "claimed_at_ms": T, "expiration_s": T // 1000 + TTL}
 
     assert store.extend_lease(pk, owner=a, lease_until_ms=T + 60_000, **extend) == (True, None)
     record = store.get(pk)
     assert record is not None
     assert (record.lease_until, record.claimed_at, record.owner) == (T + 60_000, T, a)
-    won, _ = claim(store, pk, b, T + LEASE + SKEW + 1)  # the first lease lapsed: not the key
+    first_lapsed = times.after(times.lease + times.skew + 1)
+    won, _ = claim(store, pk, b, first_lapsed, skew_ms=times.skew)  # not the key
     assert not won
 
     extended, held = store.extend_lease(pk, owner=b, lease_until_ms=T + 90_000, **extend)

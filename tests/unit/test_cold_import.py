@@ -78,6 +78,9 @@ NEVER = {
     "_protocol.durable",
     "_protocol.waiting",
     "_stores.dynamodb.powertools_layout",
+    "_stores.valkey",
+    "_stores.valkey.scripts",
+    "_stores.valkey.store",
     "_tenant",
     "testing",
 }

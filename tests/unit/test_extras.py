@@ -107,3 +107,12 @@ def test_a_module_missing_inside_an_installed_dependency_is_its_own_error() -> N
     assert missing_extra(exc, "anything") is exc
     inside = ModuleNotFoundError("No module named 'yaml._yaml'", name="yaml._yaml")
     assert missing_extra(inside, "reading x") is inside
+
+
+def test_a_valkey_store_without_redis_py_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lambda_idempotency import ValkeyStore
+
+    uninstalled(monkeypatch, "redis")
+
+    with pytest.raises(ImportError, match=r"pip install 'lambda-idempotency\[valkey\]'"):
+        ValkeyStore("redis://localhost:6379")

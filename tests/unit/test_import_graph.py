@@ -2,9 +2,9 @@
 
 The folders are the layers, lowest first: the foundations (`_base`), the store-neutral parts
 of the stores (`_stores`: the contract, the record, the result encoding), the DynamoDB store's
-wire path, the DynamoDB store, the protocol (`_protocol`), and the front ends at the top of the
-package. A module imports only from its own folder or a lower one, and the protocol knows a
-store only by its contract.
+wire path, the DynamoDB store, the Valkey store, the protocol (`_protocol`), and the front
+ends at the top of the package. A module imports only from its own folder or a lower one, and
+the protocol knows a store only by its contract.
 
 Every import between the package's modules counts: at the top of a module, inside a
 function (the lazy ones that keep cold starts cheap) and under `if TYPE_CHECKING:` (a
@@ -28,10 +28,13 @@ FOLDERS: list[str] = [
     "_stores",
     "_stores.dynamodb.wire",
     "_stores.dynamodb",
+    "_stores.valkey",
     "_protocol",
     "",
 ]
-"""Lowest first: a module imports only modules of its own folder or of a lower one."""
+"""Lowest first: a module imports only modules of its own folder or of a lower one. The Valkey
+store sits above the DynamoDB store's folder only for the native key scheme (`NATIVE_KEYS`,
+in `_stores.dynamodb.layout`) it shares, as the protocol does."""
 
 FOUNDATION_LEAVES = {"_version"}
 """Modules at the top of the package that rank with the foundations: the version constant

@@ -54,6 +54,9 @@ def acquire(
         if not won and durable is not None and held is not None and _own_tombstone(held, execution):
             won, held = retake(engine, store, execution, payload_hash, now, held)
         if won:
+            # A store that cannot commit enlisted writes (ValkeyStore) says why: add_write
+            # refuses in the handler, before any result is stored without them.
+            execution._refusal = getattr(store, "enlisted_writes_refusal", None)
             return CLAIMED
         if held is None:  # refused, then gone before we could read it: try again
             unseen += 1

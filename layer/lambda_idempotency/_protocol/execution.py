@@ -40,6 +40,7 @@ class Execution:
         "_extending",
         "_failure",
         "_now",
+        "_refusal",
         "_released",
         "_unsettled",
         "answer_by_ms",
@@ -73,6 +74,10 @@ class Execution:
         """Set to a list by the async driver: a heartbeat whose beat is still in flight when
         its block ends on the event loop leaves its join here, for the driver to run in a
         worker thread before it completes (`settle_beats`), rather than block the loop."""
+        self._refusal: str | None = None
+        """Why this call's store cannot commit enlisted writes (`enlisted_writes_refusal`:
+        ValkeyStore), set by the engine: `add_write` refuses at once, inside the handler,
+        rather than the completion after the effect (which would release, and run it again)."""
         self._released = False
         """Set when an extension found our own tombstone (an operator forced a release):
         no lease is held since, so none can lapse; the completion's owner fence decides."""
@@ -84,6 +89,8 @@ class Execution:
         """Enlist one `TransactWriteItems` item (`{"Put": {...}}`, `Update`, `Delete` or
         `ConditionCheck`, low-level client shape). It commits in the same transaction as the
         stored result: both land, or neither does. Discarded if the result is not stored."""
+        if self._refusal is not None:
+            raise ConfigurationError(self._refusal, key_hash=self.key_hash)
         if not isinstance(transact_item, Mapping) or len(transact_item) != 1:
             raise ConfigurationError(
                 "add_write takes one TransactWriteItems item, e.g. {'Put': {...}}"

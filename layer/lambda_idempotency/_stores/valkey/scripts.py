@@ -1,0 +1,211 @@
+"""The Valkey store's protocol steps, each one Lua script: atomic and fenced by construction.
+
+A script runs alone on its node (nothing interleaves between its read and its write), reads
+the server's clock (`TIME`) for every decision, and touches one key: the record's hash, whose
+name carries the record's `pk` as a hash tag, so in cluster mode it lives on one node and the
+script runs there. redis-py's `register_script` sends each by its SHA (EVALSHA), loading it
+again on a NOSCRIPT answer.
+
+The record is one hash. Beside the record's own fields (`FIELDS`) it keeps three the server
+decides by, all in server milliseconds or derived from the claim:
+
+    offset_ms  the claimer's clock minus the server's, measured when the claim ran (the
+               script runs after the caller read its clock, so the offset errs towards a
+               later server deadline: a holder never holds less than it was told)
+    skew_ms    the claim's skew allowance, kept for the writes that do not pass one
+    frees_at   IN_PROGRESS only: the first server millisecond another claim takes the key
+
+and the key's own expiry (PEXPIREAT), at the first server millisecond the record counts as
+expired, so the server deletes it then and "expired is absent" needs no condition at all.
+A caller's time T maps to the server's as T - offset_ms. Numbers are passed and written as
+whole-number strings (`%.0f`): a Lua number printed as it is would read 1.8e+12.
+"""
+
+from __future__ import annotations
+
+PRELUDE = """
+local function server_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function num(x) return string.format('%.0f', x) end
+local function fields(flat)
+  local f = {}
+  for i = 1, #flat, 2 do f[flat[i]] = flat[i + 1] end
+  return f
+end
+-- a record's expiration (caller epoch seconds) as the first server ms it counts as expired:
+-- as Record.frees_at_ms has it, (expiration + 1) s past, plus the skew allowance
+local function expires_at(expiration_s, offset, skew)
+  return (tonumber(expiration_s) + 1) * 1000 - offset + skew
+end
+-- write an IN_PROGRESS claim: ARGV from `first` on are
+-- owner, payload_hash ('' for none), now_ms, lease_until_ms, expiration_s, skew_ms
+local function write_claim(key, now, a, first)
+  local owner, hash = a[first], a[first + 1]
+  local caller_now, lease_until = tonumber(a[first + 2]), tonumber(a[first + 3])
+  local expiration, skew = a[first + 4], tonumber(a[first + 5])
+  local offset = caller_now - now
+  redis.call('DEL', key)
+  redis.call('HSET', key, 'status', 'IN_PROGRESS', 'owner', owner,
+    'expiration', expiration, 'lease_until', num(lease_until), 'claimed_at', num(caller_now),
+    'fmt', '1', 'offset_ms', num(offset), 'skew_ms', num(skew),
+    'frees_at', num(lease_until - offset + skew + 1))
+  if hash ~= '' then redis.call('HSET', key, 'payload_hash', hash) end
+  redis.call('PEXPIREAT', key, num(expires_at(expiration, offset, skew)))
+end
+"""
+
+CLAIM = (
+    PRELUDE
+    + """
+local key, now = KEYS[1], server_ms()
+local held = redis.call('HGETALL', key)
+if #held > 0 then
+  local f = fields(held)
+  local free = false
+  if f['owner'] == ARGV[1] then
+    free = false  -- our own record: a delayed copy of our claim never re-locks a key
+  elseif f['status'] == 'RELEASED' then
+    free = true
+  elseif f['status'] == 'IN_PROGRESS' then
+    free = tonumber(f['frees_at'] or '0') <= now
+  end
+  if not free then return {0, held} end
+end
+write_claim(key, now, ARGV, 1)
+return {1, held}
+"""
+)
+"""claim(owner, payload_hash, now_ms, lease_until_ms, expiration_s, skew_ms) -> {won, record}.
+
+Takes the key when it is free, else answers with the record that holds it, in one step: no
+record (an expired one was deleted by the server), a RELEASED tombstone of another claim, or
+an IN_PROGRESS record whose lease lapsed on the server's clock (its end plus the skew
+allowance). A COMPLETED record, a live lease and any record carrying our own owner token keep
+the key. Won: {1, the record replaced (flat, empty if none)}; refused: {0, the holder}."""
+
+RETAKE = (
+    PRELUDE
+    + """
+local key, now = KEYS[1], server_ms()
+local held = redis.call('HGETALL', key)
+local f = fields(held)
+if f['owner'] ~= ARGV[1] or f['status'] ~= 'RELEASED' or f['lease_until'] ~= ARGV[2] then
+  return {0, held}
+end
+write_claim(key, now, {ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6], f['skew_ms'] or '0'}, 1)
+return {1, {}}
+"""
+)
+"""retake(owner, released_at_ms, payload_hash, now_ms, lease_until_ms, expiration_s).
+
+A durable execution's claim over its own tombstone: only while the key holds exactly the
+RELEASED record with our owner stamped `released_at_ms` (any claim since keeps the key; a
+delayed copy cannot undo a later release). {1, {}} or {0, the holder}."""
+
+EXTEND = (
+    PRELUDE
+    + """
+local key = KEYS[1]
+local held = redis.call('HGETALL', key)
+local f = fields(held)
+if f['owner'] ~= ARGV[1] or f['status'] ~= 'IN_PROGRESS' then return {0, held} end
+local offset, skew = tonumber(f['offset_ms']), tonumber(f['skew_ms'])
+redis.call('HSET', key, 'lease_until', ARGV[4], 'expiration', ARGV[5],
+  'frees_at', num(tonumber(ARGV[4]) - offset + skew + 1))
+if ARGV[2] ~= '' then redis.call('HSET', key, 'payload_hash', ARGV[2]) end
+if ARGV[3] ~= '' then redis.call('HSET', key, 'claimed_at', ARGV[3]) end
+redis.call('PEXPIREAT', key, num(expires_at(ARGV[5], offset, skew)))
+return {1, {}}
+"""
+)
+"""extend(owner, payload_hash, claimed_at_ms, lease_until_ms, expiration_s).
+
+Moves our IN_PROGRESS claim's lease (and its expiry), fenced on the owner token and the
+status: a claim taken over, completed or released is not ours to extend. The new lease
+maps to the server's clock by the offset measured at the claim. {1, {}} or {0, the holder}."""
+
+COMPLETE = (
+    PRELUDE
+    + """
+local key = KEYS[1]
+local f = fields(redis.call('HGETALL', key))
+if f['owner'] ~= ARGV[1] then return 0 end
+local offset, skew = tonumber(f['offset_ms'] or '0'), tonumber(f['skew_ms'] or '0')
+redis.call('DEL', key)
+redis.call('HSET', key, 'status', 'COMPLETED', 'owner', ARGV[1], 'expiration', ARGV[3],
+  'result', ARGV[4], 'fmt', '1', 'offset_ms', num(offset), 'skew_ms', num(skew))
+if ARGV[2] ~= '' then redis.call('HSET', key, 'payload_hash', ARGV[2]) end
+if ARGV[5] ~= '' then redis.call('HSET', key, 'claimed_at', ARGV[5]) end
+if ARGV[6] ~= '' then redis.call('HSET', key, 'completed_at', ARGV[6]) end
+redis.call('PEXPIREAT', key, num(expires_at(ARGV[3], offset, skew)))
+return 1
+"""
+)
+"""complete(owner, payload_hash, expiration_s, result, claimed_at_ms, completed_at_ms) -> 0|1.
+
+The COMPLETED record with its result, only where the record still carries our owner token:
+a claim whose lease lapsed and was taken over writes nothing (the new holder's record
+stays). Over our own record in any status (an operator's forced release of a holder still
+running: its effect is recorded, not run again), and the same completion sent again
+writes the same record. Its expiry maps by the claim's offset."""
+
+RELEASE = (
+    PRELUDE
+    + """
+local key, now = KEYS[1], server_ms()
+local f = fields(redis.call('HGETALL', key))
+if f['owner'] ~= ARGV[1] or f['status'] ~= 'IN_PROGRESS' then return 0 end
+local skew = tonumber(f['skew_ms'] or '0')
+local offset = tonumber(ARGV[2]) - now
+redis.call('DEL', key)
+redis.call('HSET', key, 'status', 'RELEASED', 'owner', ARGV[1], 'lease_until', ARGV[2],
+  'expiration', ARGV[3], 'fmt', '1', 'offset_ms', num(offset), 'skew_ms', num(skew))
+redis.call('PEXPIREAT', key, num(expires_at(ARGV[3], offset, skew)))
+return 1
+"""
+)
+"""release(owner, now_ms, tombstone_expiration_s) -> 0|1.
+
+Our IN_PROGRESS claim becomes a RELEASED tombstone carrying our token, stamped `now_ms`:
+free for every other claim at once, while a delayed copy of our own claim finds its own
+record and is refused until the tombstone expires. Only our claim, and only in progress: a
+completion that landed is never undone."""
+
+RELEASE_VERSION = (
+    PRELUDE
+    + """
+local key, now = KEYS[1], server_ms()
+local held = redis.call('HGETALL', key)
+if #held == 0 then return {0, held} end
+local f = fields(held)
+local names = {'status', 'owner', 'lease_until', 'expiration', 'claimed_at', 'completed_at'}
+for i, name in ipairs(names) do
+  if (f[name] or '') ~= ARGV[i] then return {0, held} end
+end
+local skew = tonumber(f['skew_ms'] or '0')
+local offset = tonumber(ARGV[7]) - now
+redis.call('DEL', key)
+redis.call('HSET', key, 'status', 'RELEASED', 'lease_until', ARGV[7], 'expiration', ARGV[8],
+  'fmt', '1', 'offset_ms', num(offset), 'skew_ms', num(skew))
+if ARGV[2] ~= '' then redis.call('HSET', key, 'owner', ARGV[2]) end
+redis.call('PEXPIREAT', key, num(expires_at(ARGV[8], offset, skew)))
+return {1, {}}
+"""
+)
+"""release_version(status, owner, lease_until, expiration, claimed_at, completed_at, now_ms,
+tombstone_expiration_s) -> {released, the holder}.
+
+An operator's release of exactly the version they were shown (each field '' when absent):
+any write since (a completion, an extension, another claim) keeps the record. The tombstone
+keeps the shown owner token, as the protocol's own release does."""
+
+ALL = {
+    "claim": CLAIM,
+    "retake": RETAKE,
+    "extend": EXTEND,
+    "complete": COMPLETE,
+    "release": RELEASE,
+    "release_version": RELEASE_VERSION,
+}

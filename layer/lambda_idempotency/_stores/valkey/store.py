@@ -1,0 +1,589 @@
+"""ValkeyStore: the idempotency record in Valkey (or Redis), each protocol step one script.
+
+    from lambda_idempotency import ValkeyStore, idempotent
+
+    @idempotent(store=ValkeyStore("rediss://cache.example.com:6379"), key="order_id")
+    def handler(event, context): ...
+
+Every step is one server-side Lua script (`scripts`): claim-or-answer-with-the-holder,
+complete only while the record carries our owner token, release only our claim in progress,
+extend only our live claim, an operator's release only of the version shown. Nothing is read
+in one call and written in another, so no race sits between them (Powertools' Redis layer
+claims with SET NX, reads with GET, takes an orphan over with a second SET under a lock key
+and completes with an unconditional SET: none of it fenced).
+
+**The server's clock decides.** The contract hands a store times read from the caller's
+clock (`now_ms`, `lease_until_ms`, `expiration_s`). Here they are turned into server-clock
+deadlines inside the script: the claim measures `offset = now_ms - TIME` and stores it, and
+every caller time T of that record maps to the server's as `T - offset` (a lease of the
+invocation's remaining time lapses that long after the claim ran, on the server's clock).
+The key's expiry is set with PEXPIREAT at the first server millisecond the record counts as
+expired, so the server deletes it then. The record read back carries the caller's own
+numbers, as the DynamoDB store's does (`Record.frees_at_ms` and Retry-After go by them).
+
+**What the skew allowance does then.** Callers' clocks no longer decide anything, so their
+disagreement cannot free a live key early. `skew_ms` stays a grace period on the server's
+clock: a lease frees `skew_ms` after it ends, a record expires `skew_ms` after its
+expiration, exactly as long as on DynamoDB, so Retry-After (which callers compute with the
+same allowance) never sends a waiter back too early, and decorators mean the same thing on
+either store. A caller whose clock is minutes off no longer takes over a live claim.
+
+**Keys.** A record is one hash, `{prefix}{<pk>}`: the hashed key inside braces is a hash
+tag, so in cluster mode the record, its tombstone (the same hash) and its result (a field of
+it, up to Lambda's 6 MB and beyond: Valkey strings hold 512 MB) live on one node, and every
+script touches that node only. The key scheme is `NATIVE_KEYS`, scope (tenant) included.
+
+**What it cannot keep.** Enlisted DynamoDB writes (`current_execution().add_write`) commit
+in one DynamoDB transaction with the record; Valkey has none with DynamoDB, so they are
+refused with a `ConfigurationError` at `add_write`, inside the handler, before anything is
+stored (`enlisted_writes_refusal`). Durability is Valkey's: a write acknowledged by a
+primary that dies before its replica received it is lost (asynchronous replication).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..._base.errors import (
+    STORED_RECORD_UNREADABLE,
+    UNKNOWN_RECORD_STATUS,
+    ConfigurationError,
+    NewerFormatError,
+    StoreError,
+    unreadable,
+)
+from ..dynamodb.layout import NATIVE_KEYS, TOMBSTONE_SECONDS
+from ..record import FORMAT_VERSION, Record, ScanPage, Status, StoredForm
+from . import scripts
+
+if TYPE_CHECKING:
+    from ..._base.keys import KeyLayout
+
+URL_VARIABLE = "IDEMPOTENCY_VALKEY_URL"
+SCHEMES = ("valkey://", "valkeys://", "redis://", "rediss://", "unix://")
+DEFAULT_PREFIX = "idempotency:"
+SOCKET_TIMEOUT_SECONDS = 5.0
+"""How long a call waits for its answer on a client built from a URL: past it, the call is a
+`StoreError` (retryable, maybe applied) rather than a wait as long as the invocation."""
+CONNECT_TIMEOUT_SECONDS = 2.0
+MAX_TIMEOUT_SECONDS = 900
+"""Lambda's longest invocation: a longer wait for one answer could only outlive its caller."""
+
+ENLISTED_WRITES_REFUSED = (
+    "add_write enlists a DynamoDB write to commit in one transaction with the idempotency "
+    "record; with ValkeyStore the record lives in Valkey, which cannot join a DynamoDB "
+    "transaction, so the write would not land together with the result. Write it in the "
+    "handler (idempotently), or keep this function's records in a DynamoDBStore"
+)
+_STATUSES = {status.value: status for status in Status}
+_INTEGERS = ("lease_until", "claimed_at", "completed_at")
+
+
+def _redis() -> Any:
+    try:
+        import redis
+    except ImportError as exc:  # pragma: no cover - exercised where redis-py is absent
+        raise ImportError(
+            "ValkeyStore needs redis-py: pip install 'lambda-idempotency[valkey]'"
+        ) from exc
+    return redis
+
+
+class ValkeyStore:
+    """The idempotency record in Valkey or Redis (tested on Valkey 9, single node and
+    cluster; docs/valkey.md).
+
+    url: `valkey://`, `valkeys://` (TLS), `redis://`, `rediss://` (TLS) or `unix://`; default
+    the environment's IDEMPOTENCY_VALKEY_URL. client: a redis-py client you already have
+    (`redis.Redis` or `redis.cluster.RedisCluster`, bytes responses) instead of a URL.
+    cluster: build a cluster client from `url`. prefix: put before every record's key.
+    timeout: seconds a call built from `url` waits for its answer (default 5).
+    """
+
+    enlisted_writes_refusal = ENLISTED_WRITES_REFUSED
+    """Why `add_write` is refused with this store (read by the protocol at the claim)."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        client: Any = None,
+        cluster: bool = False,
+        prefix: str = DEFAULT_PREFIX,
+        timeout: float = SOCKET_TIMEOUT_SECONDS,
+    ) -> None:
+        _redis()
+        if client is None and url is None:
+            url = os.environ.get(URL_VARIABLE) or None
+            if url is None:
+                raise ConfigurationError(
+                    f"ValkeyStore needs a url, a client= or {URL_VARIABLE} in the environment"
+                )
+        if client is not None and url is not None:
+            raise ConfigurationError("ValkeyStore takes a url or a client=, not both")
+        if url is not None and not url.startswith(SCHEMES):
+            raise ConfigurationError(
+                f"ValkeyStore's url starts with one of {', '.join(SCHEMES)}; "
+                f"not {_masked(url).partition(':')[0]!r}"
+            )
+        if client is not None and _decodes(client):
+            raise ConfigurationError(
+                "ValkeyStore needs a client that answers bytes (decode_responses=False): "
+                "results are binary"
+            )
+        if not isinstance(prefix, str) or "{" in prefix or "}" in prefix:
+            raise ConfigurationError(
+                "prefix must be a string without braces: the braces after it make the hashed "
+                "key the record's hash tag (its cluster slot)"
+            )
+        self._url = url
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            timeout = -1
+        if not 0 < timeout <= MAX_TIMEOUT_SECONDS:
+            raise ConfigurationError(
+                f"timeout must be seconds, more than 0 and at most {MAX_TIMEOUT_SECONDS}"
+            )
+        self._cluster = cluster
+        self._timeout = float(timeout)
+        self._client = client
+        self.prefix = prefix
+        self._scripts: dict[str, Any] | None = None
+        self._building = threading.Lock()
+        self._knows_unsent = False
+        """Whether a failure to connect means nothing was sent: true of the clients this
+        store builds (redis-py retries nothing on them: a retry hides whether an earlier
+        attempt went out), false of a client given, which may retry or re-route."""
+
+    def __repr__(self) -> str:
+        where = "client" if self._url is None else _masked(self._url)
+        return f"ValkeyStore({where!r}, prefix={self.prefix!r})"
+
+    # -- the contract -------------------------------------------------------------------------
+
+    @property
+    def layout(self) -> KeyLayout:
+        return NATIVE_KEYS
+
+    @property
+    def client(self) -> Any:
+        """The redis-py client, built from the URL on first use."""
+        if self._client is None:
+            with self._building:
+                if self._client is None:
+                    self._client = self._build_client()
+        return self._client
+
+    def close(self) -> None:
+        """Close the connections of the client this store built from its URL (the next call
+        opens new ones). A client you gave stays yours to close."""
+        client = self._client
+        if self._url is not None and client is not None:
+            self._client, self._scripts = None, None
+            client.close()
+
+    def check_decoration(self, namespace: str, *, payload: bool) -> None:
+        """Any namespace fits: Valkey keys and values hold far more than a record needs."""
+
+    def ready(self, operation: str, pk: str | None = None, *, step: str | None = None) -> None:
+        """Build the client and its scripts (no round trip: scripts load on first use)."""
+        try:
+            self._script("claim")
+        except (ValueError, TypeError) as exc:
+            raise StoreError(
+                f"the Valkey client cannot be built ({type(exc).__name__}): check the URL",
+                key_hash=pk,
+                code="ClientNotBuilt",
+                step=step,
+            ) from exc
+
+    def claim(
+        self,
+        pk: str,
+        *,
+        owner: str,
+        payload_hash: str | None,
+        now_ms: int,
+        lease_until_ms: int,
+        expiration_s: int,
+        skew_ms: int = 0,
+    ) -> tuple[bool, Record | None]:
+        args = [owner, payload_hash or "", now_ms, lease_until_ms, expiration_s, skew_ms]
+        won, flat = self._run("claim", pk, args)
+        if not won:
+            return False, self._record(flat, pk, "claim")
+        try:
+            return True, self._record(flat, pk, "claim")
+        except StoreError:
+            return True, None  # the record replaced is for the log only: the key is ours
+
+    def retake(
+        self,
+        pk: str,
+        *,
+        owner: str,
+        released_at_ms: int,
+        payload_hash: str | None,
+        now_ms: int,
+        lease_until_ms: int,
+        expiration_s: int,
+    ) -> tuple[bool, Record | None]:
+        args = [owner, released_at_ms, payload_hash or "", now_ms, lease_until_ms, expiration_s]
+        won, flat = self._run("retake", pk, args)
+        return (True, None) if won else (False, self._record(flat, pk, "claim"))
+
+    def extend_lease(
+        self,
+        pk: str,
+        *,
+        owner: str,
+        payload_hash: str | None,
+        claimed_at_ms: int | None,
+        lease_until_ms: int,
+        expiration_s: int,
+    ) -> tuple[bool, Record | None]:
+        claimed = "" if claimed_at_ms is None else claimed_at_ms
+        args = [owner, payload_hash or "", claimed, lease_until_ms, expiration_s]
+        won, flat = self._run("extend", pk, args)
+        return (True, None) if won else (False, self._record(flat, pk, "extend"))
+
+    def get(self, pk: str) -> Record | None:
+        flat = self._call("get", pk, lambda client: client.hgetall(self.key_of(pk)))
+        return self._record(flat, pk, "get")
+
+    def load_result(self, record: Record) -> bytes | None:
+        """The result as completion wrote it: it lives in the record itself, whole."""
+        return record.result
+
+    def stored_form(
+        self,
+        pk: str,
+        *,
+        owner: str,
+        payload_hash: str | None,
+        result: bytes,
+        expiration_s: int,
+        claimed_at_ms: int | None = None,
+        completed_at_ms: int | None = None,
+    ) -> StoredForm:
+        """The completion, in one script: the result stays in the record whatever its size
+        (no parts, so `chunks` is None and a replay is one call)."""
+        item = {
+            "payload_hash": payload_hash,
+            "expiration": expiration_s,
+            "result": result,
+            "claimed_at": claimed_at_ms,
+            "completed_at": completed_at_ms,
+        }
+        return StoredForm(pk, owner, item, None)
+
+    def put_chunks(self, pk: str, *, owner: str, result: bytes, expiration_s: int) -> bytes:
+        """Never asked for (`stored_form` keeps every result whole); the result as given."""
+        return result
+
+    def write_completion(self, form: StoredForm, writes: Sequence[Mapping[str, Any]] = ()) -> bool:
+        if writes:
+            raise ConfigurationError(ENLISTED_WRITES_REFUSED, key_hash=form.pk)
+        item = form.item
+        args = [
+            form.owner,
+            item["payload_hash"] or "",
+            item["expiration"],
+            item["result"],
+            _blank(item["claimed_at"]),
+            _blank(item["completed_at"]),
+        ]
+        return bool(self._run("complete", form.pk, args))
+
+    def complete(
+        self,
+        pk: str,
+        *,
+        owner: str,
+        payload_hash: str | None,
+        result: bytes,
+        expiration_s: int,
+        claimed_at_ms: int | None = None,
+        completed_at_ms: int | None = None,
+        writes: Sequence[Mapping[str, Any]] = (),
+    ) -> bool:
+        form = self.stored_form(
+            pk,
+            owner=owner,
+            payload_hash=payload_hash,
+            result=result,
+            expiration_s=expiration_s,
+            claimed_at_ms=claimed_at_ms,
+            completed_at_ms=completed_at_ms,
+        )
+        return self.write_completion(form, writes)
+
+    def release(self, pk: str, *, owner: str, now_ms: int) -> bool:
+        args = [owner, now_ms, now_ms // 1000 + TOMBSTONE_SECONDS]
+        return bool(self._run("release", pk, args))
+
+    def commit_writes(self, writes: Sequence[Mapping[str, Any]]) -> None:
+        if writes:
+            raise ConfigurationError(ENLISTED_WRITES_REFUSED)
+
+    # -- operators ----------------------------------------------------------------------------
+
+    def scan_stuck(
+        self, *, claimed_before_ms: int, now_ms: int, page_size: int | None = None
+    ) -> Iterator[ScanPage]:
+        """Live IN_PROGRESS records claimed before a time: SCAN over every primary (a cluster
+        client scans each), then each hash read. `capacity_units` is 0: Valkey bills none."""
+        size = page_size or 100
+        match = _glob_escape(self.prefix) + "{*}"
+        keys = self._call(
+            "scan", None, lambda client: iter(client.scan_iter(match=match, count=size))
+        )
+        while True:
+            page: list[bytes] = self._call("scan", None, lambda _: _take(keys, size))
+            if not page:
+                return
+            records, unreadable_keys = [], []
+            for name in page:
+                pk = self.pk_of(name)
+                if pk is None:
+                    continue
+                flat = self._call("scan", pk, lambda client, name=name: client.hgetall(name))
+                try:
+                    record = self._record(flat, pk, "scan")
+                except StoreError:
+                    unreadable_keys.append(pk)
+                    continue
+                if (
+                    record is not None
+                    and record.status is Status.IN_PROGRESS
+                    and not record.is_expired(now_ms)
+                    and (record.claimed_at is None or record.claimed_at < claimed_before_ms)
+                ):
+                    records.append(record)
+            yield ScanPage(records, len(page), 0.0, unreadable_keys)
+            if len(page) < size:
+                return
+
+    def release_version(self, shown: Record, *, now_ms: int) -> tuple[bool, Record | None]:
+        """Replace exactly the record `shown` by a RELEASED tombstone keeping its owner token,
+        stamped `now_ms`; (False, what holds the key now) when anything changed since."""
+        args = [
+            shown.status.value,
+            shown.owner or "",
+            _blank(shown.lease_until),
+            shown.expiration,
+            _blank(shown.claimed_at),
+            _blank(shown.completed_at),
+            now_ms,
+            now_ms // 1000 + TOMBSTONE_SECONDS,
+        ]
+        released, flat = self._run("release_version", shown.pk, args)
+        return (True, None) if released else (False, self._record(flat, shown.pk, "release"))
+
+    # -- keys ---------------------------------------------------------------------------------
+
+    def key_of(self, pk: str) -> str:
+        """The record's key: the hashed key in braces, a hash tag, so in cluster mode the
+        record and anything kept beside it under the same tag share one slot."""
+        return f"{self.prefix}{{{pk}}}"
+
+    def pk_of(self, key: bytes | str) -> str | None:
+        text = key.decode() if isinstance(key, bytes) else key
+        if not (text.startswith(self.prefix + "{") and text.endswith("}")):
+            return None
+        return text[len(self.prefix) + 1 : -1]
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _build_client(self) -> Any:
+        """A client of the URL. A standalone one makes no retries of its own: each script is
+        safe to send again, but only the protocol knows when (it retries completions with a
+        backoff, and answers a failed claim before its effect runs), and an error says
+        truthfully whether anything went out. A cluster client keeps redis-py's re-routing
+        (MOVED after a failover, a node gone). A pooled connection the server closed while
+        the function was frozen is found closed when it leaves the pool, and replaced."""
+        redis = _redis()
+        url = _redis_url(self._url or "")
+        options: dict[str, Any] = {
+            "socket_timeout": self._timeout,
+            "socket_connect_timeout": min(self._timeout, CONNECT_TIMEOUT_SECONDS),
+        }
+        if self._cluster:
+            from redis.cluster import RedisCluster
+
+            return RedisCluster.from_url(url, **options)
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        client = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **options)
+        self._knows_unsent = True
+        return client
+
+    def _script(self, name: str) -> Any:
+        loaded = self._scripts
+        if loaded is None:
+            client = self.client
+            loaded = {step: client.register_script(source) for step, source in scripts.ALL.items()}
+            self._scripts = loaded
+        return loaded[name]
+
+    def _run(self, name: str, pk: str, args: list[Any]) -> Any:
+        script = self._script(name)
+        key = self.key_of(pk)
+        return self._call(name, pk, lambda client: script(keys=[key], args=[_arg(a) for a in args]))
+
+    def _call(self, step: str, pk: str | None, call: Any) -> Any:
+        """The one place redis-py's errors become StoreErrors: what failed and whether
+        retrying may help or the write may have landed, never a key or a payload."""
+        redis = _redis()
+        errors = redis.exceptions
+        try:
+            return call(self.client)
+        except errors.RedisError as exc:
+            raise _store_error(errors, exc, step, pk, knows_unsent=self._knows_unsent) from exc
+
+    def _record(self, flat: Any, pk: str, step: str) -> Record | None:
+        """A record as read: a flat [field, value, ...] list (a script's answer) or a dict
+        (HGETALL); None when empty. Anything not written so is a typed StoreError."""
+        if not flat:
+            return None
+        try:
+            if isinstance(flat, dict):
+                fields = {_text(k): v for k, v in flat.items()}
+            else:
+                fields = {_text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+        except (IndexError, UnicodeDecodeError, TypeError) as exc:
+            raise unreadable(
+                STORED_RECORD_UNREADABLE, "not a record", key_hash=pk, step=step
+            ) from exc
+        fmt = _integer(fields.get("fmt", b"1"), pk, step)
+        if fmt > FORMAT_VERSION:
+            raise NewerFormatError(key_hash=pk, format_version=fmt, known=FORMAT_VERSION, step=step)
+        status = _STATUSES.get(_text(fields.get("status", b"")))
+        if status is None:
+            raise unreadable(
+                UNKNOWN_RECORD_STATUS, "a status this library never writes", key_hash=pk, step=step
+            )
+        if "expiration" not in fields:
+            raise unreadable(STORED_RECORD_UNREADABLE, "no expiration", key_hash=pk, step=step)
+        numbers = {name: _integer(fields[name], pk, step) for name in _INTEGERS if name in fields}
+        owner, digest = fields.get("owner"), fields.get("payload_hash")
+        result = fields.get("result")
+        return Record(
+            pk,
+            status,
+            _integer(fields["expiration"], pk, step),
+            numbers.get("lease_until"),
+            None if owner is None else _text(owner),
+            None if digest is None else _text(digest),
+            None if result is None else bytes(result),
+            numbers.get("claimed_at"),
+            numbers.get("completed_at"),
+        )
+
+
+def _store_error(
+    errors: Any, exc: Exception, step: str, pk: str | None, *, knows_unsent: bool
+) -> StoreError:
+    """redis-py's error as the library's. A refusal the server answered (READONLY from a
+    replica after a failover, MOVED/ASK/TRYAGAIN, LOADING, NOSCRIPT, OOM) ran nothing: retry.
+    A connection that dropped or timed out after the request left may have run it: a write
+    may have landed. A failure to connect sent nothing, when the client made no attempt
+    before it (`knows_unsent`)."""
+    name = type(exc).__name__
+    writes = step not in ("get", "scan")
+    refused = (
+        errors.ReadOnlyError,
+        errors.BusyLoadingError,
+        errors.NoScriptError,
+        errors.TryAgainError,
+        errors.AskError,
+        errors.MovedError,
+        errors.ClusterDownError,
+    )
+    if isinstance(exc, refused):
+        return _error(step, name, pk, retryable=True, maybe_applied=False)
+    if isinstance(exc, errors.AuthenticationError | errors.AuthorizationError):
+        return _error(step, name, pk, retryable=False, maybe_applied=False)
+    if isinstance(exc, errors.ConnectionError | errors.TimeoutError | errors.ClusterError):
+        unsent = knows_unsent and "connecting to" in str(exc)
+        return _error(step, name, pk, retryable=True, maybe_applied=writes and not unsent)
+    if isinstance(exc, errors.ResponseError) and str(exc).startswith("OOM"):
+        return _error(step, "OOM", pk, retryable=True, maybe_applied=False)
+    if isinstance(exc, errors.ResponseError) and str(exc).startswith("WRONGTYPE"):
+        # The record's key holds no hash: nothing this library wrote. Nothing ran.
+        return unreadable(STORED_RECORD_UNREADABLE, "not a hash", key_hash=pk, step=step)
+    return _error(step, name, pk, retryable=False, maybe_applied=False)
+
+
+def _error(
+    step: str, reason: str, pk: str | None, *, retryable: bool, maybe_applied: bool
+) -> StoreError:
+    return StoreError(
+        f"Valkey {step} failed ({reason})",
+        key_hash=pk,
+        code=reason,
+        retryable=retryable,
+        maybe_applied=maybe_applied,
+        step=step,
+    )
+
+
+def _take(keys: Iterator[bytes], count: int) -> list[bytes]:
+    page: list[bytes] = []
+    for found in keys:
+        page.append(found)
+        if len(page) >= count:
+            break
+    return page
+
+
+def _decodes(client: Any) -> bool:
+    try:
+        return bool(client.get_encoder().decode_responses)
+    except AttributeError:
+        return False
+
+
+def _redis_url(url: str) -> str:
+    for scheme, meant in (("valkey://", "redis://"), ("valkeys://", "rediss://")):
+        if url.startswith(scheme):
+            return meant + url[len(scheme) :]
+    return url
+
+
+def _masked(url: str) -> str:
+    """The URL without its password."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not at:
+        return url
+    user = credentials.partition(":")[0]
+    return f"{scheme}{sep}{user}:***@{host}"
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\{}" else c for c in text)
+
+
+def _arg(value: Any) -> Any:
+    return str(value) if isinstance(value, int) else value
+
+
+def _blank(value: int | None) -> int | str:
+    return "" if value is None else value
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _integer(value: Any, pk: str, step: str) -> int:
+    try:
+        return int(_text(value))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise unreadable(
+            STORED_RECORD_UNREADABLE, "a number that is no integer", key_hash=pk, step=step
+        ) from exc
