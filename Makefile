@@ -75,9 +75,10 @@ bench-smoke: setup
 	$(BIN)/python -m pytest -q -m benchmark_suite tests/test_benchmarks_smoke.py
 
 ## The whole suite again with the fast wire path off (IDEMPOTENCY_FAST_WIRE=0): every request
-## through the boto3 client, which is what a user who turns the path off runs.
+## through the boto3 client, which is what a user who turns the path off runs (not the Valkey
+## tests: that store sends no DynamoDB request).
 test-boto3-path: setup
-	IDEMPOTENCY_FAST_WIRE=0 $(BIN)/python -m pytest -q -m 'not benchmark_suite'
+	IDEMPOTENCY_FAST_WIRE=0 $(BIN)/python -m pytest -q -m 'not benchmark_suite and not valkey'
 
 ## The package as users install it: the wheel built, then installed with each extra alone
 ## (none, [cli], [testing], [durable]) in a fresh virtualenv under the temp folder, and that

@@ -232,7 +232,11 @@ _GIVEN = _given()
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "store_factory" in metafunc.fixturenames:
         names = list(BUILT_IN) if _GIVEN is None else [f.name for f in _GIVEN]
-        metafunc.parametrize("store_factory", names, indirect=True)
+        params = [
+            pytest.param(name, marks=pytest.mark.valkey) if name.startswith("valkey") else name
+            for name in names
+        ]  # the Valkey stores carry the `valkey` mark, as the other tests on real Valkey do
+        metafunc.parametrize("store_factory", params, indirect=True)
 
 
 @pytest.fixture
