@@ -6,6 +6,7 @@ guard promises the attacks could not break."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import threading
@@ -19,6 +20,7 @@ import pytest
 from lambda_idempotency import (
     ConfigurationError,
     InProgressError,
+    ResultNotSerializableError,
     Status,
     StoreError,
     ValkeyStore,
@@ -231,14 +233,285 @@ def test_a_huge_ttl_is_refused_up_front_or_works(valkey_node: ValkeyServer) -> N
         )
     except ConfigurationError:
         return
-    pk = store.layout.record_key(handle.__wrapped__.__qualname__, None, "h-1")  # type: ignore[attr-defined]
     try:
         assert handle({"id": "h-1"}, None) == "done"
         assert handle({"id": "h-1"}, None) == "done"
         assert effects == ["h-1"]
     except StoreError as exc:
-        landed = store.client.exists(store.key_of(pk)) if pk else 0
+        keys = store.client.keys(store.prefix + "*")
+        ttls = [store.client.pttl(k) for k in keys]
         raise AssertionError(
-            f"StoreError {exc.code} maybe_applied={exc.maybe_applied}; "
-            f"record landed: {bool(landed)}"
+            f"StoreError {exc.code} maybe_applied={exc.maybe_applied}; keys left {ttls} "
+            "(-1: no expiry)"
         ) from exc
+
+
+def test_a_waiter_whose_clock_runs_behind_runs_the_key_once_the_holder_released_it(
+    valkey_node: ValkeyServer,
+) -> None:
+    """Promise: the server's clock decides: a holder that fails releases its key, and a
+    duplicate waiting for it claims the key and runs, whatever its own clock says."""
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+    running = threading.Event()
+
+    def failing(event: dict[str, Any], context: Any) -> str:
+        effects.append("holder")
+        running.set()
+        time.sleep(0.5)
+        raise RuntimeError("the holder fails")
+
+    def body(event: dict[str, Any], context: Any) -> str:
+        effects.append("waiter")
+        return "charged"
+
+    holder = idempotent(key="id", store=store, lease_seconds=30, cache_size=0)(failing)
+    waiter = idempotent(
+        key="id",
+        store=store,
+        lease_seconds=30,
+        cache_size=0,
+        on_in_progress="wait",
+        max_wait_seconds=4,
+        clock=SkewedClock(-HOUR),
+    )(body)
+    errors: list[BaseException] = []
+
+    def run_holder() -> None:
+        try:
+            holder({"id": "b-1"}, None)
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run_holder)
+    thread.start()
+    assert running.wait(10)
+    try:
+        answer = waiter({"id": "b-1"}, None)
+    finally:
+        thread.join(10)
+    assert answer == "charged"
+    assert effects == ["holder", "waiter"]
+
+
+# -- hostile keys, namespaces, records --------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["valkey_node", "valkey_cluster"])
+@pytest.mark.parametrize(
+    ("namespace", "key"),
+    [
+        ("a}b{c", "{k}"),
+        ("}", "}{"),
+        ("{", "\x00\xff binary"),
+        ("ünï{cödé}", "ключ " * 20_000),
+    ],
+    ids=["braces", "closing-first", "opening-only", "unicode-huge"],
+)
+def test_braces_and_hostile_keys_in_namespace_or_key_keep_one_run_per_key(
+    where: str, namespace: str, key: str, request: pytest.FixtureRequest
+) -> None:
+    """Promise: a key and everything of it sit in one slot and every script touches one
+    node, whatever the namespace and key hold (braces break no hash tag); one run per key,
+    a replay after it, and another key is another run."""
+    server = request.getfixturevalue(where)
+    store = fresh(server.url, cluster=where == "valkey_cluster")
+    effects: list[str] = []
+
+    @idempotent(key="id", store=store, namespace=namespace, cache_size=0)
+    def handle(event: dict[str, Any], context: Any) -> int:
+        effects.append(event["id"])
+        return len(effects)
+
+    assert handle({"id": key}, None) == 1
+    assert handle({"id": key}, None) == 1
+    assert handle({"id": key + "2"}, None) == 2
+    assert len(effects) == 2
+    pk = store.layout.record_key(namespace, None, key)
+    record = store.get(pk)
+    assert record is not None and record.status is Status.COMPLETED
+    assert key not in store.key_of(pk) or len(key) < 3
+
+
+def test_scan_stuck_on_a_cluster_finds_the_stuck_claims_of_every_node(
+    valkey_cluster: ValkeyCluster,
+) -> None:
+    """Promise: the operator's scan_stuck reads every primary of a cluster."""
+    store = fresh(valkey_cluster.url, cluster=True)
+    pks = [store.layout.record_key("stuck", None, f"k{i}") for i in range(30)]
+    for pk in pks:
+        assert claim(store, pk, owner(), now_ms=now_ms() - 60_000)[0]
+    nodes = {store.client.get_node_from_key(store.key_of(pk)).name for pk in pks}
+    assert len(nodes) == 3
+    found = [
+        record.pk
+        for page in store.scan_stuck(claimed_before_ms=now_ms(), now_ms=now_ms(), page_size=7)
+        for record in page.records
+    ]
+    assert sorted(found) == sorted(pks)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="scan_stuck reads each matching key with HGETALL outside its unreadable-record "
+    "handling: one key of another type under the prefix ends the whole scan in a StoreError "
+    "instead of being listed in the page's `unreadable`",
+)
+def test_scan_stuck_lists_a_foreign_key_under_the_prefix_as_unreadable_and_goes_on(
+    valkey_node: ValkeyServer,
+) -> None:
+    """Promise: a record this library never wrote is listed as unreadable, and the scan
+    still finds the stuck claims beside it."""
+    store = fresh(valkey_node.url)
+    stuck = store.layout.record_key("stuck", None, "real")
+    assert claim(store, stuck, owner(), now_ms=now_ms() - 60_000)[0]
+    foreign = store.layout.record_key("stuck", None, "foreign")
+    store.client.set(store.key_of(foreign), b"someone else's string")
+    pages = list(store.scan_stuck(claimed_before_ms=now_ms(), now_ms=now_ms()))
+    assert [r.pk for page in pages for r in page.records] == [stuck]
+    assert [pk for page in pages for pk in page.unreadable] == [foreign]
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        {"status": "IN_PROGRESS", "owner": "x", "expiration": "9999999999", "frees_at": "soon"},
+        {"status": "COMPLETED", "owner": "x", "expiration": "9999999999", "offset_ms": "?"},
+        ["a", "list"],
+        {"member"},
+    ],
+    ids=["garbled-frees_at", "garbled-offset", "list", "set"],
+)
+def test_a_garbled_or_foreign_record_is_a_typed_error_and_nothing_runs(
+    valkey_node: ValkeyServer, stored: Any
+) -> None:
+    """Promise: whatever someone else left under the key, the handler does not run and the
+    caller gets a StoreError naming no key; the foreign record is left as it was."""
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+
+    @idempotent(key="id", store=store, namespace="g", cache_size=0)
+    def handle(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        return "ran"
+
+    name = store.key_of(store.layout.record_key("g", None, "raw-key-g"))
+    if isinstance(stored, dict):
+        store.client.hset(name, mapping=stored)
+    elif isinstance(stored, list):
+        store.client.rpush(name, *stored)
+    else:
+        store.client.sadd(name, *stored)
+    with pytest.raises(StoreError) as caught:
+        handle({"id": "raw-key-g"}, None)
+    assert "raw-key-g" not in str(caught.value)
+    assert effects == []
+    assert store.client.type(name) == {dict: b"hash", list: b"list", set: b"set"}[type(stored)]
+    if isinstance(stored, dict):
+        assert store.client.hgetall(name) == {k.encode(): v.encode() for k, v in stored.items()}
+
+
+# -- results ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["valkey_node", "valkey_cluster"])
+@pytest.mark.parametrize("size", [6 * 1024 * 1024 + 1, 9 * 1024 * 1024], ids=["6MB+1", "9MB"])
+def test_a_result_past_6_mb_runs_once_and_replays_or_names_why(
+    where: str, size: int, request: pytest.FixtureRequest
+) -> None:
+    """Promise: results up to 6 MB replay as they were, and one too big to store completes
+    its key with a marker (the retry gets a typed error): never a second run."""
+    server = request.getfixturevalue(where)
+    store = fresh(server.url, cluster=where == "valkey_cluster")
+    effects: list[str] = []
+
+    @idempotent(key="id", store=store, cache_size=0)
+    def handle(event: dict[str, Any], context: Any) -> bytes:
+        effects.append(event["id"])
+        return secrets.token_bytes(16) + b"x" * (size - 16)
+
+    first = handle({"id": "big"}, None)
+    assert len(first) == size
+    with contextlib.suppress(ResultNotSerializableError):  # too big to store: a marker
+        assert handle({"id": "big"}, None) == first
+    assert effects == ["big"]
+
+
+def test_a_result_json_cannot_hold_completes_the_key_and_its_retry_names_why(
+    valkey_node: ValkeyServer,
+) -> None:
+    """Promise: a result that cannot be stored still completes its key with a NOT_STORED
+    marker: the first caller gets it, the retry a typed error, the handler runs once."""
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+    made = object()
+
+    @idempotent(key="id", store=store, cache_size=0)
+    def handle(event: dict[str, Any], context: Any) -> object:
+        effects.append(event["id"])
+        return made
+
+    assert handle({"id": "o"}, None) is made
+    with pytest.raises(ResultNotSerializableError):
+        handle({"id": "o"}, None)
+    assert effects == ["o"]
+
+
+# -- logs -------------------------------------------------------------------------------------
+
+RAW_KEY, RAW_PAYLOAD = "RAW-KEY-5f1e", "RAW-PAYLOAD-93ab"
+
+
+def test_no_log_line_or_error_carries_a_raw_key_or_payload(
+    valkey_node: ValkeyServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Promise: no raw key or payload in any error message or log line, on every path:
+    claim, replay, in progress, payload mismatch, a failing handler's release, a foreign
+    record, a store error."""
+    caplog.set_level(logging.DEBUG)
+    store = fresh(valkey_node.url)
+    running, finish = threading.Event(), threading.Event()
+    shown: list[str] = []
+
+    @idempotent(key="id", store=store, cache_size=0, namespace="logs")
+    def handle(event: dict[str, Any], context: Any) -> str:
+        if event.get("fail"):
+            raise RuntimeError("failed")
+        if event.get("slow"):
+            running.set()
+            finish.wait(10)
+        return "ok"
+
+    def attempt(event: dict[str, Any]) -> None:
+        try:
+            handle(event, None)
+        except Exception as exc:
+            shown.append(f"{type(exc).__name__}: {exc} {exc.args!r}")
+
+    attempt({"id": RAW_KEY, "p": RAW_PAYLOAD})
+    attempt({"id": RAW_KEY, "p": RAW_PAYLOAD})  # replay
+    attempt({"id": RAW_KEY, "p": RAW_PAYLOAD + "-other"})  # mismatch
+    attempt({"id": RAW_KEY + "-f", "p": RAW_PAYLOAD, "fail": True})  # released
+    thread = threading.Thread(target=attempt, args=({"id": RAW_KEY + "-s", "slow": 1},))
+    thread.start()
+    assert running.wait(10)
+    attempt({"id": RAW_KEY + "-s", "slow": 1})  # in progress
+    finish.set()
+    thread.join(10)
+    store.client.set(store.key_of(store.layout.record_key("logs", None, RAW_KEY + "-x")), b"s")
+    attempt({"id": RAW_KEY + "-x"})  # a foreign record
+    broken = ValkeyStore("redis://127.0.0.1:1", prefix="atk-broken:")
+    OPENED.append(broken)
+    handle_broken = idempotent(key="id", store=broken, cache_size=0)(lambda e, c: "ok")
+    try:
+        handle_broken({"id": RAW_KEY, "p": RAW_PAYLOAD}, None)
+    except StoreError as exc:
+        shown.append(f"{exc} {exc.args!r}")
+
+    assert any("PayloadMismatch" in text for text in shown)
+    assert any("InProgress" in text for text in shown)
+    assert len(shown) >= 5
+    lines = [caplog.text, *shown]
+    lines += [repr(getattr(r, "__dict__", {})) for r in caplog.records]
+    leaked = [line for line in lines if RAW_KEY in line or RAW_PAYLOAD in line]
+    assert leaked == []
