@@ -515,3 +515,38 @@ def test_no_log_line_or_error_carries_a_raw_key_or_payload(
     lines += [repr(getattr(r, "__dict__", {})) for r in caplog.records]
     leaked = [line for line in lines if RAW_KEY in line or RAW_PAYLOAD in line]
     assert leaked == []
+
+
+# -- a holder past its lease ------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the claim's key expires on the server at its expiration (the TTL, at least the "
+    "lease's end): a holder running past both, unchallenged, finds its record deleted, its "
+    "completion is refused (lease_lost) and the retry runs the effect again; on DynamoDB "
+    "the same completion lands and replays",
+)
+def test_a_holder_that_outlives_its_lease_unchallenged_still_records_its_result(
+    valkey_node: ValkeyServer,
+) -> None:
+    """Promise: the side effect happens once per key. A handler that runs past its lease
+    and its short TTL while no other call took the key over still owns it (as on DynamoDB,
+    where the completion is fenced on the owner token only: seen passing there): its result
+    is recorded and replays, rather than dropped so that the retry runs the effect again."""
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+
+    @idempotent(
+        key="id", store=store, ttl_seconds=2, lease_seconds=1, clock_skew_seconds=0, cache_size=0
+    )
+    def handle(event: dict[str, Any], context: Any) -> int:
+        effects.append(event["id"])
+        if len(effects) == 1:
+            time.sleep(4)  # past the lease and the claim's expiry, nobody else calling
+        return len(effects)
+
+    first = handle({"id": "slow"}, None)
+    assert first == 1
+    assert handle({"id": "slow"}, None) == 1
+    assert effects == ["slow"]
