@@ -550,3 +550,146 @@ def test_a_holder_that_outlives_its_lease_unchallenged_still_records_its_result(
     assert first == 1
     assert handle({"id": "slow"}, None) == 1
     assert effects == ["slow"]
+
+
+# -- processes, lost answers, flushed scripts, failover -----------------------------------------
+
+RACER = """
+import sys, time
+from lambda_idempotency import InProgressError, ValkeyStore, idempotent
+url, prefix, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+store = ValkeyStore(url, prefix=prefix)
+
+@idempotent(key="id", store=store, lease_seconds=30, on_in_progress="wait", cache_size=0)
+def charge(event, context):
+    store.client.rpush(prefix + "effects", b"1")
+    time.sleep(0.3)
+    return "charged"
+
+time.sleep(max(0.0, start - time.time()))
+print(charge({"id": "p-1"}, None))
+store.close()
+"""
+
+
+def test_processes_racing_one_key_run_its_effect_once(valkey_node: ValkeyServer) -> None:
+    """Promise: once per key across processes (no shared memory, each its own client):
+    one runs, the others wait for its answer."""
+    import os
+    import subprocess
+    import sys
+
+    prefix = f"atk-proc-{uuid.uuid4().hex[:8]}:"
+    start = time.time() + 2.0
+    env = {**os.environ}
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, valkey_node.url, prefix, str(start)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    answers = [racer.communicate(timeout=60) for racer in racers]
+    assert [out.strip() for out, _ in answers] == ["charged"] * 4, answers
+    store = fresh(valkey_node.url)
+    assert store.client.llen(prefix + "effects") == 1
+    store.client.delete(prefix + "effects")
+
+
+def test_a_completion_whose_answer_is_lost_is_recorded_once_and_replays(
+    valkey_node: ValkeyServer,
+) -> None:
+    """Promise: a completion that landed but whose answer was lost is not taken for a
+    failure: the caller gets its result, the retry replays it, the effect ran once."""
+    import redis
+
+    scripts_seen: list[int] = []
+
+    class LosingSecond(redis.Redis):
+        def evalsha(self, *args: Any, **kwargs: Any) -> Any:
+            answer = super().evalsha(*args, **kwargs)
+            scripts_seen.append(1)
+            if len(scripts_seen) == 2:  # the claim, then the completion
+                raise redis.TimeoutError("Timeout reading from socket")
+            return answer
+
+    client = LosingSecond.from_url(valkey_node.url)
+    OPENED.append(client)
+    store = ValkeyStore(client=client, prefix=f"atk-lost-{uuid.uuid4().hex[:8]}:")
+    effects: list[str] = []
+
+    @idempotent(key="id", store=store, cache_size=0)
+    def handle(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        return "done"
+
+    assert handle({"id": "c-1"}, None) == "done"
+    assert handle({"id": "c-1"}, None) == "done"
+    assert effects == ["c-1"]
+
+
+def test_scripts_flushed_on_every_cluster_node_mid_run_leave_the_heartbeat_and_completion_whole(
+    valkey_cluster: ValkeyCluster,
+) -> None:
+    """Promise: scripts the servers forgot are loaded again: a heartbeat and the completion
+    of a handler whose node flushed its scripts mid-run keep the key and record the result."""
+    from lambda_idempotency import current_execution
+
+    store = fresh(valkey_cluster.url, cluster=True)
+    effects: list[str] = []
+
+    @idempotent(key="id", store=store, lease_seconds=1, clock_skew_seconds=0, cache_size=0)
+    def handle(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        with current_execution().heartbeat(every=0.2, extend_by=1):
+            for node in store.client.get_primaries():
+                node.redis_connection.script_flush()
+            time.sleep(2)
+        return "done"
+
+    other = fresh(valkey_cluster.url, cluster=True)
+    other.prefix = store.prefix
+    assert handle({"id": "f-1"}, None) == "done"
+    assert handle({"id": "f-1"}, None) == "done"
+    assert effects == ["f-1"]
+
+
+def test_a_primary_demoted_mid_run_fails_the_completion_loudly_and_locks_no_longer_than_the_lease(
+    valkey_failover_pair: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Promise: after a failover the old primary refuses the completion (READONLY, retried,
+    then `completion_failed` logged and the result returned, as on DynamoDB); the claim left
+    on the new primary holds the key while its lease lasts and frees when it ends (never
+    locked longer), so the retry there runs."""
+    pair = valkey_failover_pair
+    old = fresh(pair.primary.url)
+    effects: list[str] = []
+
+    def body(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        if len(effects) == 1:
+            old.client.wait(1, 2000)  # the claim reached the replica
+            pair.promote_replica()  # the replica is the primary now
+            old.client.replicaof("127.0.0.1", pair.primary.port)  # the old one follows it
+        return "done"
+
+    first = idempotent(key="id", store=old, lease_seconds=2, clock_skew_seconds=0)(body)
+    assert first({"id": "fo-1"}, None) == "done"
+    failed = [r for r in caplog.records if "completion_failed" in r.getMessage()]
+    assert failed and "ReadOnlyError" in failed[0].getMessage()
+    assert "fo-1" not in caplog.text
+    new = fresh(pair.primary.url)
+    new.prefix = old.prefix
+    second = idempotent(key="id", store=new, lease_seconds=2, clock_skew_seconds=0, cache_size=0)(
+        body
+    )
+    with pytest.raises(InProgressError) as caught:
+        second({"id": "fo-1"}, None)  # the claim replicated before the failover holds
+    assert caught.value.retry_after is not None and caught.value.retry_after <= 3
+    time.sleep(caught.value.retry_after + 0.2)
+    assert second({"id": "fo-1"}, None) == "done"
+    assert second({"id": "fo-1"}, None) == "done"
+    assert len(effects) == 2
