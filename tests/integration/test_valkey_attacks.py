@@ -693,3 +693,65 @@ def test_a_primary_demoted_mid_run_fails_the_completion_loudly_and_locks_no_long
     assert second({"id": "fo-1"}, None) == "done"
     assert second({"id": "fo-1"}, None) == "done"
     assert len(effects) == 2
+
+
+# -- a duplicate whose clock runs behind --------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Retry-After is computed on the duplicate's own clock from the holder's numbers: "
+    "a caller ten minutes behind is told to come back in ten minutes and a half, though the "
+    "server frees the key when the 30 s lease ends",
+)
+def test_retry_after_for_a_caller_whose_clock_runs_behind_is_the_servers_lease(
+    valkey_node: ValkeyServer,
+) -> None:
+    """Promise: Retry-After is the first whole second at which a claim is granted; the
+    server's clock decides when that is, not the duplicate's."""
+    store = fresh(valkey_node.url)
+    pk = store.layout.record_key("ra", None, "k")
+    namespace = pk.partition("#")[0]
+    assert claim(store, pk, owner(), lease_ms=30_000, skew_ms=1_000)[0]
+    behind = idempotent(
+        key="id", store=store, namespace=namespace, cache_size=0, clock=SkewedClock(-600_000)
+    )(lambda event, context: "ran")
+    with pytest.raises(InProgressError) as caught:
+        behind({"id": "k"}, None)
+    assert caught.value.retry_after is not None
+    assert caught.value.retry_after <= 32
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a waiter whose clock runs behind judges the holder's lease on its own clock: a "
+    "holder that crashed frees the key on the server when its lease ends, yet the waiter "
+    "polls on until its budget ends in InProgressError",
+)
+def test_a_waiter_whose_clock_runs_behind_takes_over_a_crashed_holders_lapsed_lease(
+    valkey_node: ValkeyServer,
+) -> None:
+    """Promise: leases run on the server's clock: when a crashed holder's lease ends there,
+    a duplicate told to wait claims the key and runs, whatever its own clock says."""
+    store = fresh(valkey_node.url)
+    pk = store.layout.record_key("crash", None, "k")
+    namespace = pk.partition("#")[0]
+    assert claim(store, pk, owner(), lease_ms=500)[0]  # the holder crashes here
+    effects: list[str] = []
+
+    def body(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        return "ran"
+
+    waiter = idempotent(
+        key="id",
+        store=store,
+        namespace=namespace,
+        cache_size=0,
+        clock_skew_seconds=0,
+        on_in_progress="wait",
+        max_wait_seconds=4,
+        clock=SkewedClock(-600_000),
+    )(body)
+    assert waiter({"id": "k"}, None) == "ran"
+    assert effects == ["k"]
