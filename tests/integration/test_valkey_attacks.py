@@ -723,7 +723,12 @@ def test_retry_after_for_a_caller_whose_clock_runs_behind_is_the_servers_lease(
     namespace = pk.partition("#")[0]
     assert claim(store, pk, owner(), lease_ms=30_000, skew_ms=1_000)[0]
     behind = idempotent(
-        key="id", store=store, namespace=namespace, cache_size=0, clock=SkewedClock(-600_000)
+        key="id",
+        store=store,
+        namespace=namespace,
+        cache_size=0,
+        clock_skew_seconds=1,
+        clock=SkewedClock(-600_000),
     )(lambda event, context: "ran")
     with pytest.raises(InProgressError) as caught:
         behind({"id": "k"}, None)
@@ -819,3 +824,26 @@ def test_a_holder_whose_clock_is_off_holds_its_key_by_heartbeat_no_longer(
         hung.set()
         thread.join(10)
     assert effects == ["hb", "duplicate"]
+
+
+def test_scan_stuck_with_a_glob_prefix_finds_only_its_own_records(
+    valkey_node: ValkeyServer,
+) -> None:
+    """Promise: `prefix=` separates stores: an operator's scan_stuck under a prefix holding
+    glob characters (and unicode) lists that store's stuck claims, never another's whose
+    keys the unescaped pattern would match."""
+    tag = uuid.uuid4().hex[:6]
+    mine = ValkeyStore(valkey_node.url, prefix=f"ü{tag}*?[ab]:")
+    theirs = ValkeyStore(valkey_node.url, prefix=f"ü{tag}XYa:")
+    OPENED.extend([mine, theirs])
+    old = now_ms() - 60_000
+    ours = [mine.layout.record_key("g", None, f"k{i}") for i in range(3)]
+    for pk in ours:
+        assert claim(mine, pk, owner(), now_ms=old)[0]
+    assert claim(theirs, theirs.layout.record_key("g", None, "x"), owner(), now_ms=old)[0]
+    found = [
+        record.pk
+        for page in mine.scan_stuck(claimed_before_ms=now_ms(), now_ms=now_ms())
+        for record in page.records
+    ]
+    assert sorted(found) == sorted(ours)
