@@ -847,3 +847,77 @@ def test_scan_stuck_with_a_glob_prefix_finds_only_its_own_records(
         for record in page.records
     ]
     assert sorted(found) == sorted(ours)
+
+
+@pytest.mark.parametrize("lost", [1, 2], ids=["claim", "completion"])
+def test_a_cluster_client_resending_a_script_whose_answer_was_lost_runs_the_effect_once(
+    valkey_cluster: ValkeyCluster, lost: int
+) -> None:
+    """Promise: every script is safe to send again: a cluster client (which resends a
+    command on a timeout by itself) whose claim or completion landed but lost its answer
+    still runs the effect once, answers, and replays."""
+    from redis.cluster import RedisCluster
+    from redis.exceptions import TimeoutError as RedisTimeout
+
+    sent: list[str] = []
+
+    class Losing(RedisCluster):
+        def _execute_command(self, target_node: Any, *args: Any, **kwargs: Any) -> Any:
+            answer = super()._execute_command(target_node, *args, **kwargs)
+            if str(args[0]).upper() == "EVALSHA":
+                sent.append("evalsha")
+                if len(sent) == lost:
+                    raise RedisTimeout("Timeout reading from socket")
+            return answer
+
+    client = Losing.from_url(valkey_cluster.url)
+    OPENED.append(client)
+    store = ValkeyStore(client=client, prefix=f"atk-cl-{uuid.uuid4().hex[:8]}:")
+    effects: list[str] = []
+
+    @idempotent(key="id", store=store, cache_size=0)
+    def handle(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        return "done"
+
+    assert handle({"id": "cl-1"}, None) == "done"
+    assert handle({"id": "cl-1"}, None) == "done"
+    assert effects == ["cl-1"]
+    assert len(sent) >= lost + 1  # the lost one was sent again
+
+
+def test_a_cluster_client_resending_a_release_whose_answer_was_lost_frees_the_key(
+    valkey_cluster: ValkeyCluster,
+) -> None:
+    """Promise: a failing handler's key is released (the retry runs), even when the
+    release's answer was lost and the client sent it again (the second finds it done)."""
+    from redis.cluster import RedisCluster
+    from redis.exceptions import TimeoutError as RedisTimeout
+
+    sent: list[str] = []
+
+    class Losing(RedisCluster):
+        def _execute_command(self, target_node: Any, *args: Any, **kwargs: Any) -> Any:
+            answer = super()._execute_command(target_node, *args, **kwargs)
+            if str(args[0]).upper() == "EVALSHA":
+                sent.append("evalsha")
+                if len(sent) == 2:  # the claim, then the release
+                    raise RedisTimeout("Timeout reading from socket")
+            return answer
+
+    client = Losing.from_url(valkey_cluster.url)
+    OPENED.append(client)
+    store = ValkeyStore(client=client, prefix=f"atk-cr-{uuid.uuid4().hex[:8]}:")
+    effects: list[str] = []
+
+    @idempotent(key="id", store=store, cache_size=0)
+    def handle(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        if len(effects) == 1:
+            raise RuntimeError("first attempt fails")
+        return "done"
+
+    with pytest.raises(RuntimeError):
+        handle({"id": "cr-1"}, None)
+    assert handle({"id": "cr-1"}, None) == "done"
+    assert effects == ["cr-1", "cr-1"]
