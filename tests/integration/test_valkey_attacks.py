@@ -921,3 +921,49 @@ def test_a_cluster_client_resending_a_release_whose_answer_was_lost_frees_the_ke
         handle({"id": "cr-1"}, None)
     assert handle({"id": "cr-1"}, None) == "done"
     assert effects == ["cr-1", "cr-1"]
+
+
+def test_one_batch_delivered_twice_at_once_on_a_cluster_ships_each_record_once(
+    valkey_cluster: ValkeyCluster,
+) -> None:
+    """Promise: process_batch runs each record once per key: the same batch delivered twice
+    at the same time, its records spread over every node of a cluster, ships each once."""
+    import json
+
+    from lambda_idempotency import idempotent_record, process_batch
+    from tests.batch_events import batch, failed, sqs_record
+
+    store = fresh(valkey_cluster.url, cluster=True)
+    shipped: list[str] = []
+    lock = threading.Lock()
+    start = threading.Barrier(2)
+
+    @idempotent_record(store=store, lease_seconds=30, cache_size=0, on_in_progress="wait")
+    def ship(record: dict[str, Any]) -> str:
+        order = json.loads(record["body"])["order"]
+        with lock:
+            shipped.append(order)
+        time.sleep(0.05)
+        return order
+
+    orders = [f"o{n}" for n in range(24)]
+    event = batch(*(sqs_record(f"m-{n}", {"order": o}) for n, o in enumerate(orders)))
+    nodes = {
+        store.client.get_node_from_key(store.key_of(store.layout.record_key("x", None, o))).name
+        for o in orders
+    }
+    assert len(nodes) == 3
+    answers: list[Any] = []
+
+    def deliver() -> None:
+        start.wait()
+        answers.append(process_batch(event, None, ship))
+
+    threads = [threading.Thread(target=deliver) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(answers) == 2
+    assert [failed(dict(answer)) for answer in answers] == [[], []]
+    assert sorted(shipped) == sorted(orders)
