@@ -57,6 +57,11 @@ def mark(function: Callable[P, R], engine: Idempotency) -> IdempotentFunction[P,
     return cast("IdempotentFunction[P, R]", function)
 
 
+MAX_TTL_SECONDS = 10 * 365 * 86_400
+"""The longest a result replays: past it, an expiry no store keeps as given (a Valkey
+expiry out of range, a DynamoDB TTL centuries away) and surely a unit mistaken."""
+
+
 def _store_all(result: Any) -> bool:
     return True
 
@@ -85,9 +90,10 @@ def build_engine(
     """Validate one decorator's arguments and build its engine (shared by every front end).
     `awaits`: the front end awaits a coroutine function's result (`_protocol.coroutines`)."""
     check_callable(function, awaits=awaits)
-    if not isinstance(ttl_seconds, int) or ttl_seconds <= 0:
+    if not isinstance(ttl_seconds, int) or not 0 < ttl_seconds <= MAX_TTL_SECONDS:
         raise ConfigurationError(
-            f"ttl_seconds must be a positive whole number, not {ttl_seconds!r}"
+            f"ttl_seconds must be a positive whole number of at most {MAX_TTL_SECONDS:,} "
+            f"(ten years), not {ttl_seconds!r}"
         )
     if lease_seconds is not None and not _seconds(lease_seconds, MAX_EXTENSION_SECONDS, 0):
         raise ConfigurationError(

@@ -216,12 +216,6 @@ def test_a_holder_whose_clock_runs_behind_cannot_keep_a_lapsed_lease(
 # -- TTL --------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a huge ttl_seconds makes the claim script's PEXPIREAT fail after its HSET: the "
-    "claim lands without an expiry, the caller gets a non-retryable StoreError saying "
-    "maybe_applied=False, and every later call fails the same way",
-)
 def test_a_huge_ttl_is_refused_up_front_or_works(valkey_node: ValkeyServer) -> None:
     """Promise: a TTL the decorator accepts works on this store (as on DynamoDB), or is a
     ConfigurationError at decoration; never a claim landed while the error says it did not."""

@@ -118,6 +118,10 @@ def test_invalid_configuration_fails_at_decoration() -> None:
         idempotent(store=store, key="order[")(lambda event, context: None)
     with pytest.raises(ConfigurationError, match="ttl_seconds"):
         idempotent(store=store, key="id", ttl_seconds=0)(lambda event, context: None)
+    ten_years = 10 * 365 * 86_400  # the longest a result replays; past it a unit mistaken
+    idempotent(store=store, key="id", ttl_seconds=ten_years)(lambda event, context: None)
+    with pytest.raises(ConfigurationError, match=r"ttl_seconds.*at most 315,360,000"):
+        idempotent(store=store, key="id", ttl_seconds=ten_years + 1)(lambda event, context: None)
     with pytest.raises(ConfigurationError, match="on_in_progress"):
         idempotent(store=store, key="id", on_in_progress="block")(lambda event, context: None)  # type: ignore[typeddict-item]
 
