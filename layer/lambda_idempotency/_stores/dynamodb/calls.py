@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -25,6 +25,9 @@ from botocore.exceptions import (
 )
 
 from ..._base.errors import CompletionConflictError, ConfigurationError, StoreError
+
+if TYPE_CHECKING:
+    from .store_view import Send
 
 CONDITION_FAILED = "ConditionalCheckFailedException"
 TRANSACTION_CANCELED = "TransactionCanceledException"
@@ -89,20 +92,6 @@ _FIXES = {
     "the network (a Lambda function in a VPC needs a DynamoDB endpoint or a NAT)",
 }
 """The fix for the common causes of a failed call, by botocore's error name or code."""
-
-
-class Send(Protocol):
-    """A store's `_send`: one call for the protocol's `step`, an expected refusal answered."""
-
-    def __call__(
-        self,
-        operation: str,
-        pk: str | None,
-        expected: Iterable[str],
-        *,
-        step: str | None = None,
-        **request: Any,
-    ) -> tuple[dict[str, Any], str | None]: ...
 
 
 def send(

@@ -8,12 +8,26 @@ part imports `store` back, not even for a type.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..record import AttributeNames
-    from .calls import Send
     from .layout import Layout
+
+
+class Send(Protocol):
+    """A store's `_send`: one call for the protocol's `step`, an expected refusal answered."""
+
+    def __call__(
+        self,
+        operation: str,
+        pk: str | None,
+        expected: Iterable[str],
+        *,
+        step: str | None = None,
+        **request: Any,
+    ) -> tuple[dict[str, Any], str | None]: ...
 
 
 class StoreView(Protocol):
