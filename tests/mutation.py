@@ -40,7 +40,6 @@ PROMISE_MODULES = (
     "_stores.dynamodb.store",
     "_stores.dynamodb.calls",
     "_stores.dynamodb.claim_rewrites",
-    "_stores.dynamodb.connection",
     "_stores.dynamodb.decoration_check",
     "_stores.dynamodb.operator_actions",
     "_stores.dynamodb.record_items",

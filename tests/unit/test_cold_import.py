@@ -42,7 +42,6 @@ ON_IMPORT = {
     "_stores.dynamodb",
     "_stores.dynamodb.calls",
     "_stores.dynamodb.claim_rewrites",
-    "_stores.dynamodb.connection",
     "_stores.dynamodb.decoration_check",
     "_stores.dynamodb.layout",
     "_stores.dynamodb.limits",

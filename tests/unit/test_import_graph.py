@@ -188,7 +188,7 @@ def test_the_graph_sees_every_kind_of_import() -> None:
     assert {"_base.errors", "_stores.record"} <= store  # top-level
     assert "_stores.dynamodb.operator_actions" in store  # inside `scan_stuck`, on first use
     assert "_stores.dynamodb.store_view" in _graph()["_stores.dynamodb.record_items"]  # type-only
-    assert "_stores.dynamodb.wire.path" in _graph()["_stores.dynamodb.connection"]  # lazy
+    assert "_stores.dynamodb.wire.path" in _graph()["_stores.dynamodb.calls"]  # lazy
     decorators = _graph()["_decorators"]
     assert {"_options", "_protocol.durable"} <= decorators  # type-only; lazy
     assert "_protocol.completing" in _graph()["_protocol.claiming"]  # `from . import x`

@@ -23,10 +23,10 @@ native or Powertools', which the store holds and sends requests for.
 The store's other ideas, each a module of functions of the store (`store_view` says what
 they read of it): its items (`record_items`); a claim written again, its lease extended or
 retaken after a release (`claim_rewrites`); where a result goes and its chunks
-(`result_placement`); the decoration-time check (`decoration_check`); the table and client it
-reaches (`connection`, a base class), with its calls and botocore's errors (`calls`) and the
-client it builds for itself (`client`); the operators' scan and release (`operator_actions`).
-The last two are loaded when first used.
+(`result_placement`); the decoration-time check (`decoration_check`); the table it reaches,
+its calls and botocore's errors (`calls`, whose `TableConnection` is the store's base), and
+the client it builds for itself (`client`); the operators' scan and release
+(`operator_actions`). The last two are loaded when first used.
 """
 
 from __future__ import annotations
@@ -38,8 +38,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 from ..._base.errors import ConfigurationError, StoreError
 from ..record import AttributeNames, Record, ScanPage, StoredForm
 from . import claim_rewrites, record_items, result_placement
-from .calls import CONDITION_FAILED, transact
-from .connection import TableConnection
+from .calls import CONDITION_FAILED, TableConnection, transact
 from .decoration_check import decoration_problems
 from .layout import (
     INLINE_RESULT_BYTES,  # noqa: F401 (its former home; still importable)
