@@ -47,7 +47,7 @@ def measure_calls(mode: str, rounds: int, chunk: int) -> dict[str, Any]:
         block_awscrt()
     from botocore.compat import HAS_CRT
 
-    from lambda_idempotency._stores.dynamodb.store import _default_client
+    from lambda_idempotency._stores.dynamodb.client import default_client
     from lambda_idempotency._stores.dynamodb.wire.path import FastWire
 
     from .wire import answer_from_memory, calls_per_path, per_call
@@ -57,7 +57,7 @@ def measure_calls(mode: str, rounds: int, chunk: int) -> dict[str, Any]:
         raise SystemExit(f"botocore's HAS_CRT is {HAS_CRT} in mode {mode}")
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "benchmark")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "benchmark")
-    client = _default_client(None, REGION)  # the regional https endpoint, as on Lambda
+    client = default_client(None, REGION)  # the regional https endpoint, as on Lambda
     answer_from_memory(client, b'{"Item": {"pk": {"S": "bench-get"}}}')
     calls = calls_per_path(client, TABLE)
     if not FastWire(client).usable("put_item"):

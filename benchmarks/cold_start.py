@@ -178,12 +178,12 @@ def measure_imports(runs: int) -> ImportTimes:
 _SELF_CHECK_PROBE = """
 import json, time
 import boto3
-from lambda_idempotency._stores.dynamodb.store import _default_client
+from lambda_idempotency._stores.dynamodb.client import default_client
 import lambda_idempotency._stores.dynamodb.wire.check as check
 from lambda_idempotency._stores.dynamodb.wire.path import FastWire
 
 def first_use():
-    client = _default_client(None, "us-east-1")
+    client = default_client(None, "us-east-1")
     start = time.process_time()
     wire = FastWire(client)
     built = time.process_time()

@@ -186,11 +186,11 @@ def our_default_client(endpoint_url: str) -> Any:
     on this endpoint: what a user who passes no client runs."""
     import os
 
-    from lambda_idempotency._stores.dynamodb.store import _default_client
+    from lambda_idempotency._stores.dynamodb.client import default_client
 
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "benchmark")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "benchmark")
-    return _default_client(endpoint_url, REGION)
+    return default_client(endpoint_url, REGION)
 
 
 def create_table(client: Any, name: str, key_attribute: str) -> str:

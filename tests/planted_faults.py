@@ -178,12 +178,12 @@ PLANTS: list[Plant] = [
     ),
     (
         "store: extension's owner condition dropped",
-        "_stores/dynamodb/store.py",
+        "_stores/dynamodb/claim_rewrites.py",
         (
-            "            Item=item,\n"
-            '            ConditionExpression=f"{OWNED_BY_ME} AND {STILL_IN_PROGRESS}",'
+            "        Item=item,\n"
+            '        ConditionExpression=f"{OWNED_BY_ME} AND {STILL_IN_PROGRESS}",'
         ),
-        ('            Item=item,\n            ConditionExpression=f"{STILL_IN_PROGRESS}",'),
+        ('        Item=item,\n        ConditionExpression=f"{STILL_IN_PROGRESS}",'),
         [LE],
     ),
 ]

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from lambda_idempotency._stores.dynamodb.store import RUNTIME_IAM_ACTIONS
+from lambda_idempotency._stores.dynamodb.calls import RUNTIME_IAM_ACTIONS
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -20,7 +20,7 @@ from lambda_idempotency._base import keys as _keys
 from lambda_idempotency._dev import cli
 from lambda_idempotency._dev.cli import tables as cli_tables
 from lambda_idempotency._dev.cli.records import now_ms
-from lambda_idempotency._stores.dynamodb.store import TOMBSTONE_SECONDS
+from lambda_idempotency._stores.dynamodb.layout import TOMBSTONE_SECONDS
 from lambda_idempotency._stores.record import Status
 
 NAMESPACE = "Release.app.handler"

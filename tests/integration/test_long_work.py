@@ -32,7 +32,7 @@ from lambda_idempotency import (
     current_execution,
     idempotent,
 )
-from lambda_idempotency._stores.dynamodb import store as store_module
+from lambda_idempotency._stores.dynamodb import client as client_module
 from lambda_idempotency._stores.record import Status
 from tests.conftest import FakeClock, FakeContext
 from tests.long_work import HEARTBEAT, one_attempt, record_of, refused
@@ -104,7 +104,7 @@ def test_a_claim_sent_after_a_slow_client_build_leases_from_when_it_is_sent(
         clock.advance(4)
         return store.client
 
-    monkeypatch.setattr(store_module, "_default_client", slow_client)
+    monkeypatch.setattr(client_module, "default_client", slow_client)
     cold = DynamoDBStore(store.table_name)
     lease = None if with_context else 12
 

@@ -33,7 +33,7 @@ from lambda_idempotency import (
     idempotent,
 )
 from lambda_idempotency._base.errors import UNREADABLE_CODES
-from lambda_idempotency._stores.dynamodb.store import _chunk_pk
+from lambda_idempotency._stores.dynamodb.result_placement import chunk_pk as _chunk_pk
 from lambda_idempotency._stores.encoding import encode
 from tests.conftest import FakeClock, create_table
 

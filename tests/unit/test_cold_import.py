@@ -40,8 +40,13 @@ ON_IMPORT = {
     "_protocol.run",
     "_stores",
     "_stores.dynamodb",
+    "_stores.dynamodb.calls",
+    "_stores.dynamodb.claim_rewrites",
+    "_stores.dynamodb.decoration_check",
     "_stores.dynamodb.layout",
     "_stores.dynamodb.limits",
+    "_stores.dynamodb.record_items",
+    "_stores.dynamodb.result_placement",
     "_stores.dynamodb.store",
     "_stores.encoding",
     "_stores.record",
@@ -64,7 +69,8 @@ ON_FIRST_CALL = {
     "_stores.dynamodb.wire.send",
 }
 """The first call builds the store's client and its fast wire path (checked against the
-client's own way once): nothing else."""
+client's own way once): nothing else. (A store that builds its own client loads
+`_stores.dynamodb.client` for it too; this probe passes one in.)"""
 
 NEVER = {
     "__main__",
@@ -77,6 +83,7 @@ NEVER = {
     "_protocol.coroutines",
     "_protocol.durable",
     "_protocol.waiting",
+    "_stores.dynamodb.operator_actions",
     "_stores.dynamodb.powertools_layout",
     "_stores.valkey",
     "_stores.valkey.scripts",

@@ -613,7 +613,7 @@ def test_import_loads_neither_pydantic_nor_powertools() -> None:
 def test_default_client_names_this_library_and_its_version() -> None:
     from importlib.metadata import version
 
-    from lambda_idempotency._stores.dynamodb.store import USER_AGENT
+    from lambda_idempotency._stores.dynamodb.client import USER_AGENT
     from lambda_idempotency._version import VERSION
 
     assert version("lambda-idempotency") == VERSION

@@ -27,7 +27,7 @@ import pytest
 
 from lambda_idempotency import DynamoDBStore
 from lambda_idempotency._dev.template import Template
-from lambda_idempotency._stores.dynamodb.store import RUNTIME_IAM_ACTIONS
+from lambda_idempotency._stores.dynamodb.calls import RUNTIME_IAM_ACTIONS
 from lambda_idempotency.testing import IdempotencyTable
 from tests.batch_events import batch, sqs_record
 from tests.conftest import FakeContext

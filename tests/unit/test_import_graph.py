@@ -186,7 +186,9 @@ def test_the_graph_sees_every_kind_of_import() -> None:
     """Top-level, lazy (in a function), type-only and module imports all show up."""
     store = _graph()["_stores.dynamodb.store"]
     assert {"_base.errors", "_stores.record"} <= store  # top-level
-    assert "_stores.dynamodb.wire.path" in store  # inside `_caller`, on first use
+    assert "_stores.dynamodb.operator_actions" in store  # inside `scan_stuck`, on first use
+    assert "_stores.dynamodb.store_view" in _graph()["_stores.dynamodb.record_items"]  # type-only
+    assert "_stores.dynamodb.wire.path" in _graph()["_stores.dynamodb.calls"]  # lazy
     decorators = _graph()["_decorators"]
     assert {"_options", "_protocol.durable"} <= decorators  # type-only; lazy
     assert "_protocol.completing" in _graph()["_protocol.claiming"]  # `from . import x`

@@ -30,9 +30,10 @@ from lambda_idempotency import (
 from lambda_idempotency._batch import idempotent_record, process_batch
 from lambda_idempotency._http import idempotent_http
 from lambda_idempotency._stores import encoding as _encoding
+from lambda_idempotency._stores.dynamodb.decoration_check import decoration_problems as problems
+from lambda_idempotency._stores.dynamodb.layout import RECORD_BYTES
 from lambda_idempotency._stores.dynamodb.limits import ITEM_BYTES, item_size
-from lambda_idempotency._stores.dynamodb.store import CHUNK_BYTES, RECORD_BYTES
-from lambda_idempotency._stores.dynamodb.store import _decoration_problems as problems
+from lambda_idempotency._stores.dynamodb.result_placement import CHUNK_BYTES
 from lambda_idempotency._stores.record import StoredForm
 from tests.batch_events import batch, sqs_record
 from tests.conftest import FakeContext

@@ -9,7 +9,7 @@ import boto3
 import pytest
 
 from lambda_idempotency import DynamoDBStore, Status
-from lambda_idempotency._stores.dynamodb.store import TOMBSTONE_SECONDS
+from lambda_idempotency._stores.dynamodb.layout import TOMBSTONE_SECONDS
 from tests.store_calls import HOUR_S, NOW, claim, item
 
 CHANGES = {

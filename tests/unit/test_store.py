@@ -20,7 +20,7 @@ from lambda_idempotency import (
     Status,
     StoreError,
 )
-from lambda_idempotency._stores.dynamodb.store import stored_result_bytes
+from lambda_idempotency._stores.dynamodb.result_placement import stored_result_bytes
 from lambda_idempotency._stores.record import Record
 from tests.store_calls import HOUR_S, NOW, Requests, claim, item
 

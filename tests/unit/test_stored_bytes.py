@@ -35,9 +35,9 @@ from lambda_idempotency import (
     StoreError,
 )
 from lambda_idempotency._base.errors import UNREADABLE_CODES
-from lambda_idempotency._stores.dynamodb.store import (
+from lambda_idempotency._stores.dynamodb.result_placement import (
     MAX_CHUNKS,
-    _chunk_pk,
+    chunk_pk,
     chunk_pointer,
     stored_result_bytes,
 )
@@ -561,7 +561,7 @@ class ChunkTable:
 def chunked(owner: str, result: bytes, size: int) -> tuple[bytes, dict[str, Any]]:
     parts = [result[start : start + size] for start in range(0, len(result), size)] or [b""]
     items = {
-        _chunk_pk("k", owner, i): {"pk": {"S": _chunk_pk("k", owner, i)}, "result": {"B": part}}
+        chunk_pk("k", owner, i): {"pk": {"S": chunk_pk("k", owner, i)}, "result": {"B": part}}
         for i, part in enumerate(parts)
     }
     pointer = {
@@ -593,7 +593,7 @@ def test_chunks_as_written_read_back_whole(result: bytes, size: int) -> None:
 )
 def test_a_chunk_whose_result_is_no_binary_is_missing_not_joined(value: Any) -> None:
     pointer, items = chunked("A", b"0123456789", 4)
-    items[_chunk_pk("k", "A", 1)]["result"] = value
+    items[chunk_pk("k", "A", 1)]["result"] = value
     with pytest.raises(StoreError, match=r"^a chunked result is incomplete or corrupt$") as raised:
         load(pointer, items)
     assert (raised.value.code, raised.value.step) == ("StoredResultUnreadable", "replay")

@@ -17,7 +17,7 @@ from lambda_idempotency import (
     idempotent,
 )
 from lambda_idempotency._dev.template import FUNCTION_TYPE, Template
-from lambda_idempotency._stores.dynamodb.store import RUNTIME_IAM_ACTIONS
+from lambda_idempotency._stores.dynamodb.calls import RUNTIME_IAM_ACTIONS
 from tests.conftest import RoundTrips
 
 ROOT = Path(__file__).resolve().parents[2]

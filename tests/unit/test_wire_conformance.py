@@ -32,7 +32,7 @@ from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
 from botocore.stub import Stubber
 
 from lambda_idempotency import DynamoDBStore
-from lambda_idempotency._stores.dynamodb.store import _default_client
+from lambda_idempotency._stores.dynamodb.client import default_client
 from lambda_idempotency._stores.dynamodb.wire import request as _wire_request
 from lambda_idempotency._stores.dynamodb.wire.parse import compiled_parser
 from lambda_idempotency._stores.dynamodb.wire.path import FastWire, fast_wire
@@ -54,7 +54,7 @@ CREDENTIALS = {"aws_access_key_id": "AKIDEXAMPLE", "aws_secret_access_key": "sec
 
 def our_client(**config: Any) -> Any:
     """The store's own default client (fixed user agent, no client-side validation)."""
-    client = _default_client(None, "eu-west-1")
+    client = default_client(None, "eu-west-1")
     if config:
         client = boto3.client(
             "dynamodb",

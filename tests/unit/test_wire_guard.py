@@ -20,7 +20,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from lambda_idempotency import DynamoDBStore, StoreError, current_execution, idempotent
-from lambda_idempotency._stores.dynamodb.store import _default_client
+from lambda_idempotency._stores.dynamodb.client import default_client
 from lambda_idempotency._stores.dynamodb.wire.path import FastWire
 from tests.wire_conformance import Scripted, answer
 
@@ -29,7 +29,7 @@ GET = {"TableName": "idempotency", "Key": {"pk": {"S": "k"}}}
 
 
 def our_client() -> Any:
-    return _default_client(None, "eu-west-1")
+    return default_client(None, "eu-west-1")
 
 
 def plain_client() -> Any:

@@ -22,7 +22,7 @@ import pytest
 from botocore.config import Config
 
 from lambda_idempotency import DynamoDBStore
-from lambda_idempotency._stores.dynamodb.store import _default_client
+from lambda_idempotency._stores.dynamodb.client import default_client
 from lambda_idempotency._stores.dynamodb.wire import check as _wire_check
 from lambda_idempotency._stores.dynamodb.wire.path import FastWire
 from tests.wire_conformance import Scripted, answer
@@ -36,7 +36,7 @@ def plain_client(**options: Any) -> Any:
 
 
 CLIENTS: dict[str, Callable[[], Any]] = {
-    "our client": lambda: _default_client(None, "eu-west-1"),
+    "our client": lambda: default_client(None, "eu-west-1"),
     "a default boto3 client (legacy retries)": plain_client,
     "standard retries": lambda: plain_client(config=Config(retries={"mode": "standard"})),
     "adaptive retries": lambda: plain_client(config=Config(retries={"mode": "adaptive"})),
@@ -129,7 +129,7 @@ def test_a_botocore_that_behaves_otherwise_gets_every_call_through_the_client(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, drift: Any
 ) -> None:
     differs = drift(monkeypatch)
-    client = _default_client(None, "eu-west-1")
+    client = default_client(None, "eu-west-1")
     script = Scripted([answer()])
     client.meta.events.register("before-send.dynamodb", script)
     made = api_calls(monkeypatch)
@@ -166,7 +166,7 @@ def test_an_exception_in_the_self_check_gets_every_call_through_the_client(
 
     monkeypatch.setattr(_wire_check._Twin, "__init__", broken)
     caplog.set_level(logging.WARNING, logger="lambda_idempotency")
-    client = _default_client(None, "eu-west-1")
+    client = default_client(None, "eu-west-1")
     assert DynamoDBStore("idempotency", client=client)._caller() is client
     assert [line["differs"] for line in warnings(caplog)] == ["the self-check raised KeyError"]
 
@@ -226,7 +226,7 @@ def test_the_self_check_can_be_skipped_by_an_operator_who_vouches_for_botocore(
     add_a_default_header(monkeypatch)
     monkeypatch.setenv("IDEMPOTENCY_FAST_WIRE_CHECK", value)
     caplog.set_level(logging.WARNING, logger="lambda_idempotency")
-    client = _default_client(None, "eu-west-1")
+    client = default_client(None, "eu-west-1")
     assert isinstance(DynamoDBStore("idempotency", client=client)._caller(), FastWire)
     assert warnings(caplog) == []
 
@@ -274,7 +274,7 @@ def test_a_botocore_without_a_part_the_path_drives_says_so_once_per_client(
     import botocore.endpoint
 
     monkeypatch.delattr(botocore.endpoint.Endpoint, "_needs_retry")
-    client = _default_client(None, "eu-west-1")
+    client = default_client(None, "eu-west-1")
     caplog.set_level(logging.DEBUG, logger="lambda_idempotency")
 
     stores = [DynamoDBStore("idempotency", client=client) for _ in range(2)]
@@ -301,7 +301,7 @@ def test_an_operation_whose_model_changed_is_named_and_the_others_stay_lean(
     monkeypatch.setattr(_wire_lean, "Plan", plan)
     caplog.set_level(logging.DEBUG, logger="lambda_idempotency")
 
-    store = DynamoDBStore("idempotency", client=_default_client(None, "eu-west-1"))
+    store = DynamoDBStore("idempotency", client=default_client(None, "eu-west-1"))
 
     assert isinstance(store._caller(), FastWire)
     assert not store._caller().usable("batch_get_item")
@@ -316,7 +316,7 @@ def test_a_client_patched_on_its_class_steps_aside_with_a_debug_line_only(
 ) -> None:
     """A tracer's patch (X-Ray, OpenTelemetry wrap `_make_api_call` on the class) is meant:
     no warning for it in every cold start."""
-    client = _default_client(None, "eu-west-1")
+    client = default_client(None, "eu-west-1")
     original = botocore.client.BaseClient._make_api_call
 
     def traced(self: Any, operation: str, params: Any) -> Any:  # a tracer's wrapper
