@@ -365,9 +365,13 @@ def test_a_coroutines_heartbeat_refused_ends_its_call_with_the_error_even_if_cau
         effects.append("exported")
         try:
             with current_execution().heartbeat(every=0.05, extend_by=30):
-                # until the refused beat ends the block (not merely until it is sent: a busy
-                # machine may not have handled the refusal yet), 10 s at most
+                # until the refused beat has stopped the heartbeat (not merely until it is
+                # sent: a busy machine may not have handled the refusal yet), 10 s at most
                 for _ in range(1000):
+                    if hit.is_set() and not any(
+                        t.name == HEARTBEAT and t.is_alive() for t in threading.enumerate()
+                    ):
+                        break
                     await asyncio.sleep(0.01)
         except StoreError as exc:
             caught.append(exc)

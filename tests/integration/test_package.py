@@ -61,7 +61,14 @@ def test_build_makes_a_wheel_and_an_sdist_that_twine_check_passes(tmp_path: Path
     requires = [Requirement(text) for text in fields.get_all("Requires-Dist")]
     runtime = {r.name for r in requires if r.marker is None}
     assert runtime == {"boto3", "jmespath", "aws-lambda-powertools"}
-    assert set(fields.get_all("Provides-Extra")) == {"cli", "testing", "durable", "dev", "bench"}
+    assert set(fields.get_all("Provides-Extra")) == {
+        "cli",
+        "testing",
+        "durable",
+        "valkey",
+        "dev",
+        "bench",
+    }
 
     def extra(name: str) -> set[str]:
         return {
@@ -77,7 +84,8 @@ def test_build_makes_a_wheel_and_an_sdist_that_twine_check_passes(tmp_path: Path
     }
     assert extra("testing") == {"pytest", "moto[dynamodb]"}
     assert extra("durable") == {"aws-durable-execution-sdk-python"}
-    assert "lambda-idempotency[cli,durable,testing]" in extra("dev")
+    assert extra("valkey") == {"redis"}
+    assert "lambda-idempotency[cli,durable,testing,valkey]" in extra("dev")
     with tarfile.open(sdist) as archive:
         assert f"lambda_idempotency-{VERSION}/LICENSE" in archive.getnames()
 
