@@ -21,8 +21,15 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from lambda_idempotency import InProgressError, ValkeyStore, current_execution, idempotent
+from lambda_idempotency import (
+    DynamoDBStore,
+    InProgressError,
+    ValkeyStore,
+    current_execution,
+    idempotent,
+)
 from lambda_idempotency._protocol import waiting
+from lambda_idempotency._stores.contract import WakingStore
 
 pytestmark = pytest.mark.valkey
 
@@ -67,6 +74,11 @@ def until_armed(store: ValkeyStore, client: Any, pk: str, count: int) -> None:
             return
         time.sleep(0.005)
     raise AssertionError(f"{count} waiters never armed")
+
+
+def test_the_valkey_store_wakes_its_waiters_and_the_dynamodb_store_is_polled() -> None:
+    assert isinstance(ValkeyStore("redis://127.0.0.1:1"), WakingStore)
+    assert not isinstance(DynamoDBStore("t"), WakingStore)
 
 
 @pytest.mark.usefixtures("slow_schedule")
