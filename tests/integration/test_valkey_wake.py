@@ -343,6 +343,42 @@ def test_a_wake_up_lost_with_its_connection_costs_a_poll_not_the_answer(
     assert effects == ["o-1"]
 
 
+@pytest.mark.parametrize("namespace", ["}", "}{", "a}b"])
+def test_a_waiter_on_a_key_with_braces_in_its_namespace_answers_and_the_holder_completes(
+    server: tuple[ValkeyStore, Any], namespace: str
+) -> None:
+    """A namespace starting with `}` leaves the record's hash tag empty: the keys a wake-up
+    needs would hash to another slot (a cluster refuses the completion's script), so such a
+    key's waiters poll; others keep theirs beside the record."""
+    store, _ = server
+    effects: list[str] = []
+    holding = threading.Event()
+
+    @idempotent(
+        key="id",
+        store=store,
+        namespace=namespace,
+        lease_seconds=30,
+        on_in_progress="wait",
+        max_wait_seconds=10,
+    )
+    def charge(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        holding.set()
+        time.sleep(0.2)
+        return "charged"
+
+    def duplicate() -> Any:
+        holding.wait()
+        return charge({"id": "o-1"}, None)
+
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(charge, {"id": "o-1"}, None)
+        assert pool.submit(duplicate).result() == "charged"
+    assert first.result() == "charged"
+    assert effects == ["o-1"]
+
+
 def _record_key(store: ValkeyStore, handler: Any, event: dict[str, Any]) -> str:
     """The `pk` the decorated `handler` claims for `event`, caught at its claim (which is
     then not sent)."""

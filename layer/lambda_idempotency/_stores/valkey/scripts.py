@@ -28,7 +28,9 @@ runs after it and finds the token. Completing and releasing (`wake` in the prelu
 one element to every armed waiter's list and forget the set, in the script that writes:
 each waiter then blocks on its own list (BLPOP), which keeps the element until popped, so a
 wake-up sent before the waiter blocks is not lost, and every waiter wakes. Lists and sets
-expire on their own: a waiter that died leaves nothing for long.
+expire on their own: a waiter that died leaves nothing for long. A record whose hash tag is
+empty (a `pk` starting with `}`: the server hashes the whole name) has no keys beside it in
+its slot, and no wake-ups: its waiters poll.
 """
 
 from __future__ import annotations
@@ -46,7 +48,11 @@ PRELUDE = (
 end
 local function num(x) return string.format('%.0f', x) end
 -- wake every waiter armed on the record `key` (ARM): one element on each one's own list
+-- (only where the record's hash tag is not empty: else keys beside it hash elsewhere)
 local function wake(key)
+  local open = string.find(key, '{', 1, true)
+  local close = open and string.find(key, '}', open + 1, true)
+  if not close or close == open + 1 then return end
   local waiters = key .. ':waiters'
   local tokens = redis.call('SMEMBERS', waiters)
   for _, token in ipairs(tokens) do

@@ -348,6 +348,9 @@ class ValkeyStore:
         A wake-up lost with its connection costs the rest of `timeout_s`, never more, and
         never an error: the caller's next read says what the server can."""
         deadline = time.monotonic() + timeout_s
+        if pk.startswith("}"):  # an empty hash tag: no key beside the record in its slot
+            time.sleep(max(0.0, timeout_s))
+            return
         key = self.key_of(pk)
         token = f"{self._waiter}.{threading.get_ident()}"
         wake = f"{key}:wake:{token}"
