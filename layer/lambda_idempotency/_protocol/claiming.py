@@ -198,7 +198,9 @@ def wait(
 ) -> Generator[float, None, Record | None]:
     """Poll until the holder completes (its record), leaves or lapses (None), or our
     own time runs short (InProgressError). When to poll: `_protocol.waiting`, imported here: only
-    a duplicate told to wait needs it, and no cold start pays for it."""
+    a duplicate told to wait needs it, and no cold start pays for it. A store that wakes its
+    waiters (`WakingStore`) is blocked on between polls instead of slept through: the same
+    schedule bounds each block, so a lost wake-up costs one interval at most."""
     from . import waiting as _waiting
 
     clock = engine.settings.clock
@@ -206,6 +208,7 @@ def wait(
     skew = engine.settings.skew_ms
     started = clock.now_ms()
     throttled = 0
+    wakes = _waiting.wake_ups(store, clock)
     while True:
         now = clock.now_ms()
         if now >= deadline_ms:
@@ -216,9 +219,16 @@ def wait(
             started_ms=started,
             skew_ms=skew,
             throttled=throttled,
-            runs_ms=engine.recent_runs_ms,
+            runs_ms=() if wakes is not None else engine.recent_runs_ms,
         )
-        yield min(delay, deadline_ms - now) / 1000
+        pause = min(delay, deadline_ms - now) / 1000
+        if wakes is None:
+            yield pause
+        else:  # blocked on the store until the holder's write wakes us, at most as long
+            block = _waiting.Block(wakes, held, pause)
+            yield block  # the async driver blocks off its executor; the sync one, here
+            if not block.done:
+                block()
         now = clock.now_ms()
         try:
             record = store.get(held.pk)

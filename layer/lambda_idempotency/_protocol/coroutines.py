@@ -7,7 +7,8 @@
 - A step's sleep (a duplicate polling its holder, a completion backing off) is
   `asyncio.sleep`; an injected clock sleeps with its `async_sleep` coroutine if it has one,
   else with its `sleep` in the worker thread (a test's fake clock moves its time there).
-  `time.sleep` never runs on the loop.
+  `time.sleep` never runs on the loop. A duplicate waiting on a store that wakes it blocks
+  in a thread of its own (`_protocol.waiting.Block`), never on the loop nor in the executor.
 - The coroutine itself runs in the caller's task, with `current_execution()` set: tasks it
   creates copy the context, and see it too.
 
@@ -43,6 +44,7 @@ from . import claiming as _claiming
 from . import completing as _completing
 from . import execution as _execution
 from . import replaying as _replaying
+from . import waiting as _waiting
 from .execution import Execution
 from .run import Idempotency, _disabled, new_execution
 
@@ -172,7 +174,10 @@ async def _acquire(
                 raise
             if done:
                 return value  # type: ignore[no-any-return]
-            await _sleep(clock, value)
+            if isinstance(value, _waiting.Block):
+                await _blocked(value)
+            else:
+                await _sleep(clock, value)
     finally:
         if running is None or running.ended.is_set():
             steps.close()  # a step still running (closed, waited for in vain) is left be
@@ -284,6 +289,28 @@ def _advance(steps: Steps) -> tuple[bool, Any]:
         return False, next(steps)
     except StopIteration as end:
         return True, end.value
+
+
+async def _blocked(block: _waiting.Block) -> None:
+    """`block` in a thread of its own; cancelled, the wait stops here (the thread ends at
+    the block's timeout, having changed nothing)."""
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[None] = loop.create_future()
+
+    def run() -> None:
+        try:
+            block()
+        finally:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(_settle, ended)
+
+    threading.Thread(target=run, name="idempotency-wait", daemon=True).start()
+    await ended
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 async def _sleep(clock: Clock, seconds: float) -> None:

@@ -15,14 +15,27 @@ answers tens of milliseconds after a holder that takes its usual time, and no la
 regular schedule after one that does not.
 
 Each poll is a strongly consistent GetItem, 1 read unit for a record under 4 KB.
+
+A store that wakes its waiters (`WakingStore`: ValkeyStore) is not slept through between
+polls but blocked on, until the holder's completion or release wakes the waiter (a round
+trip after it) or the schedule's interval ends: the schedule stays the fallback for a
+wake-up lost with a connection, and the only way to learn of a lease that lapsed (no one
+writes then). The dense polls around a holder's due time are left out there: the wake-up
+answers sooner. An injected clock keeps the plain schedule: its time moves only when the
+waiter sleeps with it, and a block on the server is real time.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any
 
+from .._base.clock import SystemClock
 from .._stores.record import Record
+
+if TYPE_CHECKING:
+    from .._options import Clock
 
 WAIT_POLL_FRACTION = 0.25
 """Poll interval as a share of the holder's age: a waiter answers at most this share of the
@@ -53,6 +66,39 @@ THROTTLING_CODES = frozenset(
 )
 """A poll failing with one of these is skipped and the waiter backs off: the key's partition
 is asking its callers to slow down, and the holder is still running."""
+
+
+def wake_ups(store: Any, clock: Clock) -> Callable[..., None] | None:
+    """The store's `wait_for_change`, if it has one and time is real; else None (sleep)."""
+    if type(clock) is not SystemClock:
+        return None
+    found: Callable[..., None] | None = getattr(store, "wait_for_change", None)
+    return found
+
+
+class Block(float):
+    """A pause spent blocked on the store's wake-up rather than asleep. As a number it is
+    0 s, so a driver that only sleeps (the sync one) moves on at once and the step blocks
+    in place when it resumes; the async driver calls it in a thread of its own instead
+    (a block must not hold one of the executor's few workers, which the holder's own steps
+    on the same loop may be queued for), and it is then `done`."""
+
+    done = False
+    _wait: Callable[..., None]
+    _held: Record
+    timeout_s: float
+
+    def __new__(cls, wait: Callable[..., None], held: Record, timeout_s: float) -> Block:
+        block = super().__new__(cls, 0.0)
+        block._wait, block._held, block.timeout_s = wait, held, timeout_s
+        return block
+
+    def __call__(self) -> None:
+        self._wait(self._held.pk, seen=self._held, timeout_s=self.timeout_s)
+        self.done = True
+
+    def __repr__(self) -> str:
+        return f"Block(timeout_s={self.timeout_s})"
 
 
 def next_poll_ms(

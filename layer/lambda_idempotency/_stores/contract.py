@@ -4,7 +4,9 @@
 `_protocol.coroutines` know a store only as an `IdempotencyStore`; the operator commands
 (`lambda-idempotency stuck / inspect / release`) as an `OperatorStore`. `DynamoDBStore` keeps both,
 in either layout; a store of your own proves it does by passing the conformance suite
-(`tests/conformance/`, docs/testing.md).
+(`tests/conformance/`, docs/testing.md). A store may also be a `WakingStore` (`ValkeyStore`
+is): a waiting duplicate then blocks until the holder's write wakes it, instead of sleeping
+between polls.
 
 What every method promises:
 
@@ -205,3 +207,18 @@ class OperatorStore(IdempotencyStore, Protocol):
         stamped `now_ms`) only if it is still exactly that version. (True, None), or (False,
         what holds the key now, None if nothing) with nothing written: a record completed
         between the operator's read and this write stays, and its retries replay it."""
+
+
+@runtime_checkable
+class WakingStore(IdempotencyStore, Protocol):
+    """An optional capability: a store that can wake a waiting duplicate when the record it
+    waits on changes (`ValkeyStore`), so it answers within a round trip of the holder's
+    completion rather than at the next poll. A store without it is polled on the schedule
+    (`_protocol.waiting`); one with it is polled on that schedule too, as the fallback."""
+
+    def wait_for_change(self, pk: str, *, seen: Record, timeout_s: float) -> None:
+        """Return when the record `pk` may have changed from `seen` (at least: its holder
+        completed or released it), or after `timeout_s` at the latest; the caller re-reads
+        the record either way, so a spurious return costs a read, never a wrong answer. A
+        change that lands between the caller's read of `seen` and this call is not missed
+        (it returns at once). Never raises for a lost wake-up: it waits out `timeout_s`."""

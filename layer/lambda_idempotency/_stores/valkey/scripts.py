@@ -1,10 +1,10 @@
 """The Valkey store's protocol steps, each one Lua script: atomic and fenced by construction.
 
 A script runs alone on its node (nothing interleaves between its read and its write), reads
-the server's clock (`TIME`) for every decision, and touches one key: the record's hash, whose
-name carries the record's `pk` as a hash tag, so in cluster mode it lives on one node and the
-script runs there. redis-py's `register_script` sends each by its SHA (EVALSHA), loading it
-again on a NOSCRIPT answer.
+the server's clock (`TIME`) for every decision, and touches one record: its hash, whose name
+carries the record's `pk` as a hash tag, so in cluster mode it lives on one node and the
+script runs there (with the wake-up keys beside it, under the same tag). redis-py's
+`register_script` sends each by its SHA (EVALSHA), loading it again on a NOSCRIPT answer.
 
 The record is one hash. Beside the record's own fields (`FIELDS`) it keeps three the server
 decides by, all in server milliseconds or derived from the claim:
@@ -19,16 +19,49 @@ and the key's own expiry (PEXPIREAT), at the first server millisecond the record
 expired, so the server deletes it then and "expired is absent" needs no condition at all.
 A caller's time T maps to the server's as T - offset_ms. Numbers are passed and written as
 whole-number strings (`%.0f`): a Lua number printed as it is would read 1.8e+12.
+
+**Wake-ups.** Beside the record, under its hash tag (one slot): `<record>:waiters`, a set of
+the tokens of waiters armed on it, and `<record>:wake:<token>`, one list per waiter. `ARM`
+adds a waiter's token only while the record is still the one the waiter saw, in the same
+step as that check: a completion either ran before it (the check answers "changed") or
+runs after it and finds the token. Completing and releasing (`wake` in the prelude) push
+one element to every armed waiter's list and forget the set, in the script that writes:
+each waiter then blocks on its own list (BLPOP), which keeps the element until popped, so a
+wake-up sent before the waiter blocks is not lost, and every waiter wakes. Lists and sets
+expire on their own: a waiter that died leaves nothing for long. A record whose hash tag is
+empty (a `pk` starting with `}`: the server hashes the whole name) has no keys beside it in
+its slot, and no wake-ups: its waiters poll.
 """
 
 from __future__ import annotations
 
-PRELUDE = """
-local function server_ms()
+WAKE_KEEP_MS = 10_000
+"""How long a wake-up, and a set of armed waiters, outlive their last write: longer than
+any one block (the schedule's longest interval, 0.5 s), so a waiter finds its wake-up
+however late it blocks; short enough that a waiter that died leaves nothing behind."""
+
+PRELUDE = (
+    f"local WAKE_KEEP_MS = {WAKE_KEEP_MS}\n"
+    + """local function server_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local function num(x) return string.format('%.0f', x) end
+-- wake every waiter armed on the record `key` (ARM): one element on each one's own list
+-- (only where the record's hash tag is not empty: else keys beside it hash elsewhere)
+local function wake(key)
+  local open = string.find(key, '{', 1, true)
+  local close = open and string.find(key, '}', open + 1, true)
+  if not close or close == open + 1 then return end
+  local waiters = key .. ':waiters'
+  local tokens = redis.call('SMEMBERS', waiters)
+  for _, token in ipairs(tokens) do
+    local list = key .. ':wake:' .. token
+    redis.call('RPUSH', list, '1')
+    redis.call('PEXPIRE', list, WAKE_KEEP_MS)
+  end
+  if #tokens > 0 then redis.call('DEL', waiters) end
+end
 local function fields(flat)
   local f = {}
   for i = 1, #flat, 2 do f[flat[i]] = flat[i + 1] end
@@ -55,6 +88,7 @@ local function write_claim(key, now, a, first)
   redis.call('PEXPIREAT', key, num(expires_at(expiration, offset, skew)))
 end
 """
+)
 
 CLAIM = (
     PRELUDE
@@ -140,6 +174,7 @@ if ARGV[2] ~= '' then redis.call('HSET', key, 'payload_hash', ARGV[2]) end
 if ARGV[5] ~= '' then redis.call('HSET', key, 'claimed_at', ARGV[5]) end
 if ARGV[6] ~= '' then redis.call('HSET', key, 'completed_at', ARGV[6]) end
 redis.call('PEXPIREAT', key, num(expires_at(ARGV[3], offset, skew)))
+wake(key)
 return 1
 """
 )
@@ -163,6 +198,7 @@ redis.call('DEL', key)
 redis.call('HSET', key, 'status', 'RELEASED', 'owner', ARGV[1], 'lease_until', ARGV[2],
   'expiration', ARGV[3], 'fmt', '1', 'offset_ms', num(offset), 'skew_ms', num(skew))
 redis.call('PEXPIREAT', key, num(expires_at(ARGV[3], offset, skew)))
+wake(key)
 return 1
 """
 )
@@ -191,6 +227,7 @@ redis.call('HSET', key, 'status', 'RELEASED', 'lease_until', ARGV[7], 'expiratio
   'fmt', '1', 'offset_ms', num(offset), 'skew_ms', num(skew))
 if ARGV[2] ~= '' then redis.call('HSET', key, 'owner', ARGV[2]) end
 redis.call('PEXPIREAT', key, num(expires_at(ARGV[8], offset, skew)))
+wake(key)
 return {1, {}}
 """
 )
@@ -201,6 +238,30 @@ An operator's release of exactly the version they were shown (each field '' when
 any write since (a completion, an extension, another claim) keeps the record. The tombstone
 keeps the shown owner token, as the protocol's own release does."""
 
+ARM = (
+    PRELUDE
+    + """
+local key, waiters, list = KEYS[1], KEYS[2], KEYS[3]
+local f = fields(redis.call('HGETALL', key))
+if (f['status'] or '') ~= ARGV[1] or (f['owner'] or '') ~= ARGV[2]
+    or (f['lease_until'] or '') ~= ARGV[3] then
+  return 0
+end
+redis.call('DEL', list)
+redis.call('SADD', waiters, ARGV[4])
+if redis.call('PTTL', waiters) < tonumber(ARGV[5]) then
+  redis.call('PEXPIRE', waiters, ARGV[5])
+end
+return 1
+"""
+)
+"""arm(status, owner, lease_until, token, keep_ms) -> 1 armed | 0 changed.
+
+KEYS: the record, its waiters' set, this waiter's list. Arms the waiter only while the
+record still has the status, owner and lease the waiter saw (each '' when absent): else
+it has changed already, and the waiter re-reads it instead of blocking. A wake-up left on
+the list from an earlier arm is dropped: the check just made supersedes it."""
+
 ALL = {
     "claim": CLAIM,
     "retake": RETAKE,
@@ -208,4 +269,5 @@ ALL = {
     "complete": COMPLETE,
     "release": RELEASE,
     "release_version": RELEASE_VERSION,
+    "arm": ARM,
 }

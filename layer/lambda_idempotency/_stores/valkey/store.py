@@ -43,7 +43,9 @@ primary that dies before its replica received it is lost (asynchronous replicati
 from __future__ import annotations
 
 import os
+import secrets
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +71,11 @@ SOCKET_TIMEOUT_SECONDS = 5.0
 """How long a call waits for its answer on a client built from a URL: past it, the call is a
 `StoreError` (retryable, maybe applied) rather than a wait as long as the invocation."""
 CONNECT_TIMEOUT_SECONDS = 2.0
+WAKE_BLOCK_SHARE = 0.8
+"""A waiter blocks at most this share of the call timeout at a time: the socket's own timeout
+must not fire first (it would drop the connection, and the wake-up on it)."""
+WAKE_MIN_BLOCK_SECONDS = 0.001
+"""Shorter blocks are not sent: BLPOP's finest timeout is a millisecond, and 0 blocks forever."""
 MAX_TIMEOUT_SECONDS = 900
 """Lambda's longest invocation: a longer wait for one answer could only outlive its caller."""
 
@@ -153,6 +160,9 @@ class ValkeyStore:
         self._scripts: dict[str, Any] | None = None
         self._building = threading.Lock()
         self._knows_unsent = False
+        self._waiter = secrets.token_hex(8)
+        """This store's part of a waiter's token; the thread's id is the other (a thread
+        waits on one key at a time, and an async wait's steps each arm and block in one)."""
         """Whether a failure to connect means nothing was sent: true of the clients this
         store builds (redis-py retries nothing on them: a retry hides whether an earlier
         attempt went out), false of a client given, which may retry or re-route."""
@@ -327,6 +337,38 @@ class ValkeyStore:
     def commit_writes(self, writes: Sequence[Mapping[str, Any]]) -> None:
         if writes:
             raise ConfigurationError(ENLISTED_WRITES_REFUSED)
+
+    # -- wake-ups (the contract's optional `WakingStore`) -----------------------------------------
+
+    def wait_for_change(self, pk: str, *, seen: Record, timeout_s: float) -> None:
+        """Return once the record may have changed from `seen`, or after `timeout_s`: the
+        caller re-reads it either way. Two calls: one script arms this waiter while the
+        record is still `seen` (else returns at once), then BLPOP on the waiter's own list,
+        which the holder's completion or release fills in its own script (`scripts.ARM`).
+        A wake-up lost with its connection costs the rest of `timeout_s`, never more, and
+        never an error: the caller's next read says what the server can."""
+        deadline = time.monotonic() + timeout_s
+        if pk.startswith("}"):  # an empty hash tag: no key beside the record in its slot
+            time.sleep(max(0.0, timeout_s))
+            return
+        key = self.key_of(pk)
+        token = f"{self._waiter}.{threading.get_ident()}"
+        wake = f"{key}:wake:{token}"
+        args = [seen.status.value, seen.owner or "", _blank(seen.lease_until), token]
+        try:
+            armed = self._script("arm")(
+                keys=[key, f"{key}:waiters", wake],
+                args=[_arg(a) for a in [*args, scripts.WAKE_KEEP_MS]],
+            )
+            if not armed:
+                return
+            block = min(deadline - time.monotonic(), self._timeout * WAKE_BLOCK_SHARE)
+            if block >= WAKE_MIN_BLOCK_SECONDS:
+                self.client.blpop([wake], timeout=round(block, 3))
+        except _redis().exceptions.RedisError:
+            left = deadline - time.monotonic()
+            if left > 0:
+                time.sleep(left)
 
     # -- operators ----------------------------------------------------------------------------
 
