@@ -26,23 +26,42 @@ PLANTS: list[Plant] = [
         "claim: clock read before the client is built (sync)",
         "_protocol/claiming.py",
         (
-            "    store._caller()  # the client (and its wire path) built before the clock is read\n"
+            "    try:\n"
+            '        store.ready("put_item", pk, step="claim")  # built before the clock is read\n'
+            "    except StoreError as exc:  # nothing was sent: nothing to release\n"
+            '        engine._count("store_error", logging.ERROR, pk, step="claim", code=exc.code)\n'
+            "        raise\n"
             "    now = engine.settings.clock.now_ms()\n"
         ),
-        ("    now = engine.settings.clock.now_ms()\n    store._caller()\n"),
+        (
+            "    now = engine.settings.clock.now_ms()\n"
+            "    try:\n"
+            '        store.ready("put_item", pk, step="claim")  # built before the clock is read\n'
+            "    except StoreError as exc:  # nothing was sent: nothing to release\n"
+            '        engine._count("store_error", logging.ERROR, pk, step="claim", code=exc.code)\n'
+            "        raise\n"
+        ),
         [LW],
     ),
     (
         "claim: remaining time read before the client is built, clock after",
         "_protocol/claiming.py",
         (
-            "    store._caller()  # the client (and its wire path) built before the clock is read\n"
+            "    try:\n"
+            '        store.ready("put_item", pk, step="claim")  # built before the clock is read\n'
+            "    except StoreError as exc:  # nothing was sent: nothing to release\n"
+            '        engine._count("store_error", logging.ERROR, pk, step="claim", code=exc.code)\n'
+            "        raise\n"
             "    now = engine.settings.clock.now_ms()\n"
             "    lease_ms = engine._lease_ms(context)\n"
         ),
         (
             "    lease_ms = engine._lease_ms(context)\n"
-            "    store._caller()\n"
+            "    try:\n"
+            '        store.ready("put_item", pk, step="claim")  # built before the clock is read\n'
+            "    except StoreError as exc:  # nothing was sent: nothing to release\n"
+            '        engine._count("store_error", logging.ERROR, pk, step="claim", code=exc.code)\n'
+            "        raise\n"
             "    now = engine.settings.clock.now_ms()\n"
         ),
         [LW],
@@ -83,9 +102,9 @@ PLANTS: list[Plant] = [
         "extend_lease: inf accepted (finite and bounded checks dropped)",
         "_protocol/execution.py",
         (
+            "        and -MAX_EXTENSION_SECONDS <= seconds <= MAX_EXTENSION_SECONDS  # before a float of it\n"
             "        and math.isfinite(seconds)\n"
             "        and (seconds >= least if least else seconds > 0)\n"
-            "        and seconds <= MAX_EXTENSION_SECONDS\n"
         ),
         "        and (seconds >= least if least else seconds > 0)\n",
         [LW],
@@ -110,7 +129,7 @@ PLANTS: list[Plant] = [
     (
         "heartbeat: lapse between beats not checked",
         "_protocol/execution.py",
-        "    if now is not None and lease_until is not None and now() > lease_until:",
+        "    if not released and now is not None and lease_until is not None and now() > lease_until:",
         "    if False:",
         [LW],
     ),
