@@ -41,7 +41,6 @@ ON_IMPORT = {
     "_stores",
     "_stores.dynamodb",
     "_stores.dynamodb.calls",
-    "_stores.dynamodb.claim_rewrites",
     "_stores.dynamodb.decoration_check",
     "_stores.dynamodb.layout",
     "_stores.dynamodb.limits",
@@ -73,6 +72,7 @@ client's own way once): nothing else. (A store that builds its own client loads
 `_stores.dynamodb.client` for it too; this probe passes one in.)"""
 
 NEVER = {
+    "_stores.dynamodb.claim_rewrites",
     "__main__",
     "_base.metrics",
     "_batch",

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from ..._base.errors import ConfigurationError, StoreError
 from ..record import AttributeNames, Record, ScanPage, StoredForm
-from . import claim_rewrites, record_items, result_placement
+from . import record_items, result_placement
 from .calls import CONDITION_FAILED, TableConnection, transact
 from .decoration_check import decoration_problems
 from .layout import (
@@ -55,7 +55,26 @@ from .result_placement import (
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
+    from . import claim_rewrites
     from .powertools_layout import PowertoolsOptions
+
+
+class _OnFirstUse:
+    """A method whose module loads the first time it is looked up, then replaces this
+    descriptor on the class: what only some handlers use costs the others no cold start."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def __set_name__(self, owner: type, attribute: str) -> None:
+        self.attribute = attribute
+
+    def __get__(self, instance: object, owner: type) -> Any:
+        from importlib import import_module
+
+        function = getattr(import_module(f"{__package__}.{self.module}"), self.name)
+        setattr(owner, self.attribute, function)
+        return function if instance is None else function.__get__(instance, owner)
 
 
 class DynamoDBStore(TableConnection):
@@ -300,10 +319,15 @@ class DynamoDBStore(TableConnection):
         )
 
     # -- the parts' functions of the store (`store_view`), bound here as its methods --------
-    # A claim written again over our own record (`claim_rewrites`).
+    # A claim written again over our own record (`claim_rewrites`): only durable executions
+    # and leases extended use it, so it loads when first used, not at every cold start.
 
-    retake = claim_rewrites.retake
-    extend_lease = claim_rewrites.extend_lease
+    if TYPE_CHECKING:
+        retake = claim_rewrites.retake
+        extend_lease = claim_rewrites.extend_lease
+    else:
+        retake = _OnFirstUse("claim_rewrites", "retake")
+        extend_lease = _OnFirstUse("claim_rewrites", "extend_lease")
 
     # Where a result goes, and its chunks (`result_placement`).
 
