@@ -523,13 +523,6 @@ def test_no_log_line_or_error_carries_a_raw_key_or_payload(
 # -- a holder past its lease ------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the claim's key expires on the server at its expiration (the TTL, at least the "
-    "lease's end): a holder running past both, unchallenged, finds its record deleted, its "
-    "completion is refused (lease_lost) and the retry runs the effect again; on DynamoDB "
-    "the same completion lands and replays",
-)
 def test_a_holder_that_outlives_its_lease_unchallenged_still_records_its_result(
     valkey_node: ValkeyServer,
 ) -> None:
