@@ -354,12 +354,6 @@ def test_scan_stuck_on_a_cluster_finds_the_stuck_claims_of_every_node(
     assert sorted(found) == sorted(pks)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="scan_stuck reads each matching key with HGETALL outside its unreadable-record "
-    "handling: one key of another type under the prefix ends the whole scan in a StoreError "
-    "instead of being listed in the page's `unreadable`",
-)
 def test_scan_stuck_lists_a_foreign_key_under_the_prefix_as_unreadable_and_goes_on(
     valkey_node: ValkeyServer,
 ) -> None:

@@ -393,7 +393,13 @@ class ValkeyStore:
                 pk = self.pk_of(name)
                 if pk is None:
                     continue
-                flat = self._call("scan", pk, lambda client, name=name: client.hgetall(name))
+                try:
+                    flat = self._call("scan", pk, lambda client, name=name: client.hgetall(name))
+                except StoreError as exc:
+                    if exc.code != STORED_RECORD_UNREADABLE:
+                        raise  # the server failed: not the record's fault
+                    unreadable_keys.append(pk)  # a key of another type (WRONGTYPE)
+                    continue
                 try:
                     record = self._record(flat, pk, "scan")
                 except StoreError:
