@@ -354,12 +354,6 @@ def test_scan_stuck_on_a_cluster_finds_the_stuck_claims_of_every_node(
     assert sorted(found) == sorted(pks)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="scan_stuck reads each matching key with HGETALL outside its unreadable-record "
-    "handling: one key of another type under the prefix ends the whole scan in a StoreError "
-    "instead of being listed in the page's `unreadable`",
-)
 def test_scan_stuck_lists_a_foreign_key_under_the_prefix_as_unreadable_and_goes_on(
     valkey_node: ValkeyServer,
 ) -> None:
@@ -523,13 +517,6 @@ def test_no_log_line_or_error_carries_a_raw_key_or_payload(
 # -- a holder past its lease ------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the claim's key expires on the server at its expiration (the TTL, at least the "
-    "lease's end): a holder running past both, unchallenged, finds its record deleted, its "
-    "completion is refused (lease_lost) and the retry runs the effect again; on DynamoDB "
-    "the same completion lands and replays",
-)
 def test_a_holder_that_outlives_its_lease_unchallenged_still_records_its_result(
     valkey_node: ValkeyServer,
 ) -> None:

@@ -40,6 +40,7 @@ from lambda_idempotency import (
 )
 from lambda_idempotency._dev.valkey_local import ValkeyCluster, ValkeyPair, ValkeyServer, free_port
 from lambda_idempotency._stores.encoding import encode
+from lambda_idempotency._stores.valkey import scripts
 
 pytestmark = pytest.mark.valkey
 
@@ -220,7 +221,8 @@ def test_a_release_leaves_a_tombstone_that_only_its_own_delayed_claim_cannot_pas
     assert held is not None
     assert (held.status, held.owner) == (Status.RELEASED, a)
     ttl_ms = store.client.pttl(store.key_of(pk))
-    assert 0 < ttl_ms <= 901_000  # the tombstone fences for its 15 minutes, then goes
+    # the tombstone fences for its 15 minutes, then lingers (deciding nothing), then goes
+    assert 0 < ttl_ms <= 901_000 + scripts.LINGER_MS
     assert claim(store, pk, b)[0]  # anyone else: free
 
 
@@ -265,12 +267,32 @@ def test_an_operator_releases_only_the_version_read(valkey_node: ValkeyServer) -
     assert found == [stuck]
 
 
-def test_the_server_deletes_an_expired_record(valkey_node: ValkeyServer) -> None:
+def test_an_expired_claim_is_absent_to_a_claim_and_the_server_deletes_it_later(
+    valkey_node: ValkeyServer,
+) -> None:
+    """An expired claim counts as absent by the claim's condition; its key lingers a while
+    (so a holder still running can complete), then the server deletes it."""
     store = fresh(valkey_node.url)
     pk, a = store.layout.record_key("ttl", None, "k"), owner()
     now = now_ms()
     now -= now % 1000 - 1  # just past a whole second: the record expires 1 s + skew later
     assert claim(store, pk, a, now_ms=now, lease_until_ms=now + 60_000, expiration_s=now // 1000)[0]
+    key = store.key_of(pk)
+    assert 0 < store.client.pttl(key) <= 60_001 + scripts.LINGER_MS
+
+    time.sleep(1.1)
+
+    expired = store.get(pk)
+    assert expired is not None and expired.is_expired(now_ms())
+    assert claim(store, pk, owner())[0]
+
+
+def test_the_server_deletes_an_expired_completed_record(valkey_node: ValkeyServer) -> None:
+    store = fresh(valkey_node.url)
+    pk, a = store.layout.record_key("ttl", None, "done"), owner()
+    assert claim(store, pk, a)[0]
+    now = now_ms()
+    assert store.complete(pk, owner=a, payload_hash=None, result=b"r", expiration_s=now // 1000)
     key = store.key_of(pk)
     assert 0 < store.client.pttl(key) <= 1_000
 
@@ -278,7 +300,6 @@ def test_the_server_deletes_an_expired_record(valkey_node: ValkeyServer) -> None
 
     assert store.client.exists(key) == 0
     assert store.get(pk) is None
-    assert claim(store, pk, owner())[0]
 
 
 def test_a_6_mb_result_replays_byte_for_byte_in_one_call(valkey_node: ValkeyServer) -> None:

@@ -15,8 +15,13 @@ decides by, all in server milliseconds or derived from the claim:
     skew_ms    the claim's skew allowance, kept for the writes that do not pass one
     frees_at   IN_PROGRESS only: the first server millisecond another claim takes the key
 
-and the key's own expiry (PEXPIREAT), at the first server millisecond the record counts as
-expired, so the server deletes it then and "expired is absent" needs no condition at all.
+and the key's own expiry (PEXPIREAT). A COMPLETED record's key expires at the first server
+millisecond the record counts as expired: the server deletes it then. An IN_PROGRESS claim
+and a RELEASED tombstone linger `LINGER_MS` past both their expiration and their lease's
+end (`keep`): "expired counts as absent" and "a lapsed lease is claimable" are the claim's
+conditions on their fields, so a holder that outlived its lease and its expiry while nobody
+took the key still finds its record, and its owner-fenced completion lands (as on DynamoDB,
+where an expired record lingers until TTL deletion).
 A caller's time T maps to the server's as T - offset_ms. Numbers are passed and written as
 whole-number strings (`%.0f`): a Lua number printed as it is would read 1.8e+12.
 
@@ -40,8 +45,15 @@ WAKE_KEEP_MS = 10_000
 any one block (the schedule's longest interval, 0.5 s), so a waiter finds its wake-up
 however late it blocks; short enough that a waiter that died leaves nothing behind."""
 
+LINGER_MS = 3_600_000
+"""How long an IN_PROGRESS claim or a RELEASED tombstone stays on the server past the later
+of its expiration and its lease's end: longer than any Lambda invocation (15 minutes), so a
+holder still running past both, unchallenged, can complete; no longer, so a crashed
+holder's record does not stay for ever. It decides nothing: the claim's conditions do."""
+
 PRELUDE = (
     f"local WAKE_KEEP_MS = {WAKE_KEEP_MS}\n"
+    + f"local LINGER_MS = {LINGER_MS}\n"
     + """local function server_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -72,6 +84,11 @@ end
 local function expires_at(expiration_s, offset, skew)
   return (tonumber(expiration_s) + 1) * 1000 - offset + skew
 end
+-- the key expiry of an IN_PROGRESS claim or a RELEASED tombstone (server ms): LINGER_MS past
+-- the later of its expiry and the first ms its lease frees (frees_at, 0 for none)
+local function keep(key, expires, frees)
+  redis.call('PEXPIREAT', key, num(math.max(expires, frees) + LINGER_MS))
+end
 -- write an IN_PROGRESS claim: ARGV from `first` on are
 -- owner, payload_hash ('' for none), now_ms, lease_until_ms, expiration_s, skew_ms
 local function write_claim(key, now, a, first)
@@ -85,7 +102,7 @@ local function write_claim(key, now, a, first)
     'fmt', '1', 'offset_ms', num(offset), 'skew_ms', num(skew),
     'frees_at', num(lease_until - offset + skew + 1))
   if hash ~= '' then redis.call('HSET', key, 'payload_hash', hash) end
-  redis.call('PEXPIREAT', key, num(expires_at(expiration, offset, skew)))
+  keep(key, expires_at(expiration, offset, skew), lease_until - offset + skew + 1)
 end
 """
 )
@@ -98,7 +115,13 @@ local held = redis.call('HGETALL', key)
 if #held > 0 then
   local f = fields(held)
   local free = false
-  if f['owner'] == ARGV[1] then
+  local expiration = tonumber(f['expiration'] or '')
+  local offset, skew = tonumber(f['offset_ms'] or '0'), tonumber(f['skew_ms'] or '0')
+  if not (expiration and offset and skew) then
+    return {0, held}  -- not a record this library wrote: the store reads it as unreadable
+  elseif expires_at(expiration, offset, skew) <= now then
+    free = true  -- expired counts as absent (the key lingers past it: `keep`)
+  elseif f['owner'] == ARGV[1] then
     free = false  -- our own record: a delayed copy of our claim never re-locks a key
   elseif f['status'] == 'RELEASED' then
     free = true
@@ -114,10 +137,11 @@ return {1, held}
 """claim(owner, payload_hash, now_ms, lease_until_ms, expiration_s, skew_ms) -> {won, record}.
 
 Takes the key when it is free, else answers with the record that holds it, in one step: no
-record (an expired one was deleted by the server), a RELEASED tombstone of another claim, or
-an IN_PROGRESS record whose lease lapsed on the server's clock (its end plus the skew
-allowance). A COMPLETED record, a live lease and any record carrying our own owner token keep
-the key. Won: {1, the record replaced (flat, empty if none)}; refused: {0, the holder}."""
+record, an expired one (on the server's clock, whatever its status), a RELEASED tombstone of
+another claim, or an IN_PROGRESS record whose lease lapsed on the server's clock (its end
+plus the skew allowance). A COMPLETED record, a live lease and any record carrying our own
+owner token keep the key. Won: {1, the record replaced (flat, empty if none)}; refused:
+{0, the holder}."""
 
 RETAKE = (
     PRELUDE
@@ -150,7 +174,7 @@ redis.call('HSET', key, 'lease_until', ARGV[4], 'expiration', ARGV[5],
   'frees_at', num(tonumber(ARGV[4]) - offset + skew + 1))
 if ARGV[2] ~= '' then redis.call('HSET', key, 'payload_hash', ARGV[2]) end
 if ARGV[3] ~= '' then redis.call('HSET', key, 'claimed_at', ARGV[3]) end
-redis.call('PEXPIREAT', key, num(expires_at(ARGV[5], offset, skew)))
+keep(key, expires_at(ARGV[5], offset, skew), tonumber(ARGV[4]) - offset + skew + 1)
 return {1, {}}
 """
 )
@@ -197,7 +221,7 @@ local offset = tonumber(ARGV[2]) - now
 redis.call('DEL', key)
 redis.call('HSET', key, 'status', 'RELEASED', 'owner', ARGV[1], 'lease_until', ARGV[2],
   'expiration', ARGV[3], 'fmt', '1', 'offset_ms', num(offset), 'skew_ms', num(skew))
-redis.call('PEXPIREAT', key, num(expires_at(ARGV[3], offset, skew)))
+keep(key, expires_at(ARGV[3], offset, skew), 0)
 wake(key)
 return 1
 """
@@ -226,7 +250,7 @@ redis.call('DEL', key)
 redis.call('HSET', key, 'status', 'RELEASED', 'lease_until', ARGV[7], 'expiration', ARGV[8],
   'fmt', '1', 'offset_ms', num(offset), 'skew_ms', num(skew))
 if ARGV[2] ~= '' then redis.call('HSET', key, 'owner', ARGV[2]) end
-redis.call('PEXPIREAT', key, num(expires_at(ARGV[8], offset, skew)))
+keep(key, expires_at(ARGV[8], offset, skew), 0)
 wake(key)
 return {1, {}}
 """

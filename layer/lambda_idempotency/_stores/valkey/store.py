@@ -17,9 +17,11 @@ clock (`now_ms`, `lease_until_ms`, `expiration_s`). Here they are turned into se
 deadlines inside the script: the claim measures `offset = now_ms - TIME` and stores it, and
 every caller time T of that record maps to the server's as `T - offset` (a lease of the
 invocation's remaining time lapses that long after the claim ran, on the server's clock).
-The key's expiry is set with PEXPIREAT at the first server millisecond the record counts as
-expired, so the server deletes it then. The record read back carries the caller's own
-numbers, as the DynamoDB store's does (`Record.frees_at_ms` and Retry-After go by them).
+A completed record's key expires (PEXPIREAT) at the first server millisecond it counts as
+expired; a claim or a tombstone lingers past it (`scripts.LINGER_MS`), its expiry and lapse
+being the claim's conditions, so a holder outliving both while unchallenged still completes.
+The record read back carries the caller's own numbers, as the DynamoDB store's does
+(`Record.frees_at_ms` and Retry-After go by them).
 
 **What the skew allowance does then.** Callers' clocks no longer decide anything, so their
 disagreement cannot free a live key early. `skew_ms` stays a grace period on the server's
@@ -391,7 +393,13 @@ class ValkeyStore:
                 pk = self.pk_of(name)
                 if pk is None:
                     continue
-                flat = self._call("scan", pk, lambda client, name=name: client.hgetall(name))
+                try:
+                    flat = self._call("scan", pk, lambda client, name=name: client.hgetall(name))
+                except StoreError as exc:
+                    if exc.code != STORED_RECORD_UNREADABLE:
+                        raise  # the server failed: not the record's fault
+                    unreadable_keys.append(pk)  # a key of another type (WRONGTYPE)
+                    continue
                 try:
                     record = self._record(flat, pk, "scan")
                 except StoreError:
