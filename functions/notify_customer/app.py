@@ -11,7 +11,9 @@ import uuid
 
 from lambda_idempotency import ValkeyStore, idempotent
 
-store = ValkeyStore()  # IDEMPOTENCY_VALKEY_URL from template.yaml: rediss:// (TLS)
+# IDEMPOTENCY_VALKEY_URL from template.yaml (rediss://: TLS); ElastiCache Serverless is in
+# cluster mode, so a cluster client (a record and its result share one slot)
+store = ValkeyStore(cluster=True)
 
 
 @idempotent(store=store, key="notification_id", payload="[order_id, email]", ttl_seconds=86400)

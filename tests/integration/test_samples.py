@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lambda_idempotency._dev import cli
-from lambda_idempotency._dev.valkey_local import call
+from lambda_idempotency._dev.valkey_local import ValkeyCluster, call
 from tests.conftest import local_client
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,13 +104,21 @@ def test_invoke_of_the_valkey_sample_without_a_url_names_the_fix(
     )
 
 
+@pytest.fixture
+def one_node_cluster() -> Iterator[ValkeyCluster]:
+    """What run-samples starts for the Valkey sample (a cluster client, as ElastiCache
+    Serverless is in cluster mode)."""
+    with ValkeyCluster(size=1) as cluster:
+        yield cluster
+
+
 def test_invoke_of_the_valkey_sample_uses_the_url_it_is_given(
-    valkey_node: Any, tmp_path: Path, capsys: Any, monkeypatch: Any
+    one_node_cluster: ValkeyCluster, tmp_path: Path, capsys: Any, monkeypatch: Any
 ) -> None:
     """IDEMPOTENCY_VALKEY_URL from the caller's environment reaches the function: the retry
     replays the first answer from that server."""
     monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("IDEMPOTENCY_VALKEY_URL", valkey_node.url)
+    monkeypatch.setenv("IDEMPOTENCY_VALKEY_URL", one_node_cluster.url)
     event = tmp_path / "event.json"
     event.write_text(json.dumps({"notification_id": f"ntf-{uuid.uuid4()}", "order_id": "o-1"}))
     answers = []

@@ -169,10 +169,11 @@ def _cmd_run_samples(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as servers:
         valkey_url = None
         if any(_events_of(events_root, f) for f in _on_valkey(template)):
-            from ..valkey_local import ValkeyServer
+            from ..valkey_local import ValkeyCluster
 
-            print("starting a local Valkey server ...", flush=True)
-            valkey_url = servers.enter_context(ValkeyServer()).url
+            # one node serving every slot: cluster mode, as ElastiCache Serverless is
+            print("starting a local Valkey server (cluster mode, one node) ...", flush=True)
+            valkey_url = servers.enter_context(ValkeyCluster(size=1)).url
         if args.endpoint is not None:
             return _run_samples(template, events_root, args.endpoint, valkey_url)
         print("starting DynamoDB Local (in memory) ...", flush=True)
