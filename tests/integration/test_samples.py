@@ -135,6 +135,27 @@ def test_invoke_of_the_valkey_sample_uses_the_url_it_is_given(
     assert first["status"] == "sent" and retry == first
 
 
+def test_run_samples_says_in_one_line_when_valkey_cannot_start(
+    tmp_path: Path, capsys: Any, monkeypatch: Any
+) -> None:
+    """No traceback and no function invoked: the line names the sample and the fix."""
+    monkeypatch.chdir(ROOT)
+    broken = tmp_path / "valkey-server"
+    broken.write_text("#!/bin/sh\necho no such server build\nexit 3\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("VALKEY_SERVER", str(broken))
+    status = cli.main(["run-samples", "--endpoint", "http://127.0.0.1:9"])
+    out, err = capsys.readouterr()
+    assert status == 2
+    assert "ChargeOrderFunction" not in out
+    assert err.startswith(
+        "lambda-idempotency: cannot start a local Valkey server for NotifyCustomerFunction: "
+    )
+    assert "no such server build" in err
+    assert err.endswith("(VALKEY_SERVER names a valkey-server binary to use)\n")
+    assert err.count("\n") == 1
+
+
 def test_invoke_reports_a_missing_function_clearly(capsys: Any, monkeypatch: Any) -> None:
     monkeypatch.chdir(ROOT)
     status = cli.main(

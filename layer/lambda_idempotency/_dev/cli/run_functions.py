@@ -168,12 +168,20 @@ def _cmd_run_samples(args: argparse.Namespace) -> int:
         )
     with contextlib.ExitStack() as servers:
         valkey_url = None
-        if any(_events_of(events_root, f) for f in _on_valkey(template)):
-            from ..valkey_local import ValkeyCluster
+        on_valkey = [f.logical_id for f in _on_valkey(template) if _events_of(events_root, f)]
+        if on_valkey:
+            from ..valkey_local import ValkeyCluster, ValkeyLocalError
 
             # one node serving every slot: cluster mode, as ElastiCache Serverless is
             print("starting a local Valkey server (cluster mode, one node) ...", flush=True)
-            valkey_url = servers.enter_context(ValkeyCluster(size=1)).url
+            try:
+                valkey_url = servers.enter_context(ValkeyCluster(size=1)).url
+            except (ValkeyLocalError, OSError) as exc:
+                said = " ".join(str(exc).split())  # the server's own output: one line
+                raise CommandError(
+                    f"cannot start a local Valkey server for {', '.join(on_valkey)}: {said} "
+                    "(VALKEY_SERVER names a valkey-server binary to use)"
+                ) from exc
         if args.endpoint is not None:
             return _run_samples(template, events_root, args.endpoint, valkey_url)
         print("starting DynamoDB Local (in memory) ...", flush=True)
