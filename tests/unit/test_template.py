@@ -16,7 +16,7 @@ from lambda_idempotency import (
     current_execution,
     idempotent,
 )
-from lambda_idempotency._dev.template import FUNCTION_TYPE, Template
+from lambda_idempotency._dev.template import CACHE_TYPE, FUNCTION_TYPE, Template
 from lambda_idempotency._stores.dynamodb.calls import RUNTIME_IAM_ACTIONS
 from tests.conftest import RoundTrips
 
@@ -55,7 +55,11 @@ def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-@pytest.mark.parametrize("logical_id", sorted(TEMPLATE.of_type(FUNCTION_TYPE)))
+ON_VALKEY = sorted(name for name, f in TEMPLATE.functions().items() if f.valkey_variables)
+ON_DYNAMODB = sorted(set(TEMPLATE.of_type(FUNCTION_TYPE)) - set(ON_VALKEY))
+
+
+@pytest.mark.parametrize("logical_id", ON_DYNAMODB)
 def test_each_function_has_the_layer_the_table_and_least_privilege(logical_id: str) -> None:
     function = TEMPLATE.function(logical_id)
     table = TEMPLATE.idempotency_table()
@@ -106,3 +110,69 @@ def test_the_layer_calls_only_what_the_policy_grants(moto_store: DynamoDBStore) 
     observed = {f"dynamodb:{operation}" for operation in trips.take()}
     observed.discard("dynamodb:TransactWriteItems")  # authorised per item: PutItem
     assert observed == RUNTIME_IAM_ACTIONS
+
+
+def test_the_valkey_sample_reaches_its_cache_over_tls_and_nothing_else() -> None:
+    """ElastiCache Serverless for Valkey in the function's VPC: the function's security group
+    may open the cache's port only, the cache's admits only the function's; the URL is TLS;
+    the function is granted nothing (SAM's VPC role aside): the cache takes no IAM auth."""
+    assert ON_VALKEY == ["NotifyCustomerFunction"]
+    (cache_id,) = TEMPLATE.of_type(CACHE_TYPE)
+    resources = TEMPLATE.resources
+    cache = resources[cache_id]["Properties"]
+    function = resources["NotifyCustomerFunction"]["Properties"]
+    assert cache["Engine"] == "valkey"
+    assert "UserGroupId" not in cache  # no IAM authentication: nothing to grant
+    assert "Policies" not in function and "Role" not in function
+    assert function["Environment"]["Variables"]["IDEMPOTENCY_VALKEY_URL"] == {
+        "Fn::Sub": f"rediss://${{{cache_id}.Endpoint.Address}}:${{{cache_id}.Endpoint.Port}}"
+    }
+    assert function["VpcConfig"]["SubnetIds"] == cache["SubnetIds"] == {"Ref": "ValkeySubnetIds"}
+
+    (function_group,) = [ref["Ref"] for ref in function["VpcConfig"]["SecurityGroupIds"]]
+    (cache_group,) = [ref["Ref"] for ref in cache["SecurityGroupIds"]]
+    assert resources[function_group]["Properties"]["SecurityGroupEgress"] == [
+        {
+            "Description": "the Valkey cache (TLS)",
+            "IpProtocol": "tcp",
+            "FromPort": 6379,
+            "ToPort": 6379,
+            "DestinationSecurityGroupId": {"Ref": cache_group},
+        }
+    ]
+    assert "SecurityGroupIngress" not in resources[cache_group]["Properties"]
+    rules = [
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::EC2::SecurityGroupIngress"
+        and r["Properties"]["GroupId"] == {"Ref": cache_group}
+    ]
+    assert [(r["FromPort"], r["ToPort"], r["SourceSecurityGroupId"]) for r in rules] == [
+        (6379, 6379, {"Ref": function_group})
+    ]
+
+
+def test_the_valkey_sample_is_deployed_only_with_a_vpc() -> None:
+    """Without the VPC parameters the stack is the DynamoDB samples alone: every resource of
+    the Valkey sample carries the condition, and the parameters default to empty."""
+    parameters = TEMPLATE.document["Parameters"]
+    assert parameters["ValkeyVpcId"]["Default"] == parameters["ValkeySubnetIds"]["Default"] == ""
+    resources = TEMPLATE.resources
+    valkey = {
+        name
+        for name, resource in resources.items()
+        if resource["Type"].startswith(("AWS::ElastiCache", "AWS::EC2"))
+    } | set(ON_VALKEY)
+    assert len(valkey) == 5
+    assert {resources[name].get("Condition") for name in valkey} == {"WithValkeySample"}
+    outputs = TEMPLATE.document["Outputs"]
+    assert outputs["NotifyCustomerFunctionArn"]["Condition"] == "WithValkeySample"
+
+
+def test_a_function_on_the_templates_cache_is_pointed_at_a_local_server() -> None:
+    """Locally the cache's endpoint means nothing: the variable is named for the runner to set,
+    and the other variables resolve as before."""
+    function = TEMPLATE.function("NotifyCustomerFunction")
+    assert function.valkey_variables == ("IDEMPOTENCY_VALKEY_URL",)
+    assert function.environment["IDEMPOTENCY_TABLE"] == "IdempotencyTable"
+    assert TEMPLATE.function("ChargeOrderFunction").valkey_variables == ()

@@ -65,10 +65,21 @@ class Invocation:
         return "ran unprotected" if "unprotected" in self.outcomes else "no idempotency outcome"
 
 
-def lambda_environment(function: FunctionSpec, endpoint_url: str | None) -> dict[str, str]:
-    """The process environment Lambda would give the function, pointed at a local endpoint."""
+def lambda_environment(
+    function: FunctionSpec, endpoint_url: str | None, valkey_url: str | None = None
+) -> dict[str, str]:
+    """The process environment Lambda would give the function, pointed at a local endpoint;
+    its Valkey variables (the template's cache endpoint) at `valkey_url`, else at what this
+    environment says, else unset."""
     environment = dict(os.environ)
     environment.update(function.environment)
+    for name in function.valkey_variables:
+        if valkey_url is not None:
+            environment[name] = valkey_url
+        elif name in os.environ:
+            environment[name] = os.environ[name]
+        else:
+            del environment[name]
     environment.setdefault("AWS_REGION", environment.get("AWS_DEFAULT_REGION", "us-east-1"))
     environment.setdefault("AWS_DEFAULT_REGION", environment["AWS_REGION"])
     environment["AWS_LAMBDA_FUNCTION_NAME"] = function.logical_id
@@ -83,7 +94,13 @@ def lambda_environment(function: FunctionSpec, endpoint_url: str | None) -> dict
     return environment
 
 
-def invoke(function: FunctionSpec, event: Any, *, endpoint_url: str | None = None) -> Invocation:
+def invoke(
+    function: FunctionSpec,
+    event: Any,
+    *,
+    endpoint_url: str | None = None,
+    valkey_url: str | None = None,
+) -> Invocation:
     with tempfile.TemporaryDirectory() as scratch:
         result_path = Path(scratch) / "result.json"
         library_log_path = Path(scratch) / "library.log"
@@ -105,7 +122,7 @@ def invoke(function: FunctionSpec, event: Any, *, endpoint_url: str | None = Non
                 input=json.dumps(spec),
                 capture_output=True,
                 text=True,
-                env=lambda_environment(function, endpoint_url),
+                env=lambda_environment(function, endpoint_url, valkey_url),
                 timeout=function.timeout_seconds + 5,
                 check=False,
             )

@@ -15,6 +15,7 @@ from .._base.errors import ConfigurationError
 TABLE_TYPE = "AWS::DynamoDB::Table"
 FUNCTION_TYPE = "AWS::Serverless::Function"
 LAYER_TYPE = "AWS::Serverless::LayerVersion"
+CACHE_TYPE = "AWS::ElastiCache::ServerlessCache"
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,9 @@ class FunctionSpec:
     Durable Execution SDK's own runner, as one execution per event."""
     runtime: str | None = None
     """`Runtime`, e.g. python3.13: local runs use this interpreter whatever it says."""
+    valkey_variables: tuple[str, ...] = ()
+    """Environment variables built from a Valkey cache of the template (its endpoint, e.g.
+    IDEMPOTENCY_VALKEY_URL): local runs point them at a local Valkey server."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,7 @@ class Template:
             **defaults.get("Environment", {}).get("Variables", {}),
             **properties.get("Environment", {}).get("Variables", {}),
         }
+        valkey = tuple(name for name, value in environment.items() if self._names_cache(value))
         layers = [
             self.root / self.resources[layer["Ref"]]["Properties"]["ContentUri"]
             for layer in setting("Layers", [])
@@ -159,11 +164,29 @@ class Template:
             code_dir=self.root / str(setting("CodeUri", ".")),
             timeout_seconds=int(setting("Timeout", 3)),
             memory_mb=int(setting("MemorySize", 128)),
-            environment={name: self._resolve(value) for name, value in environment.items()},
+            environment={
+                name: "" if name in valkey else self._resolve(value)
+                for name, value in environment.items()
+            },
             layer_dirs=layers,
             durable_timeout_seconds=_durable_timeout(setting("DurableConfig")),
             runtime=None if setting("Runtime") is None else str(setting("Runtime")),
+            valkey_variables=valkey,
         )
+
+    def _names_cache(self, value: Any) -> bool:
+        """Whether a value is built from a Valkey cache's attributes (`!GetAtt Cache.Endpoint
+        .Address`, `!Sub rediss://${Cache.Endpoint.Address}:...`): no local meaning."""
+        caches = self.of_type(CACHE_TYPE)
+        if not isinstance(value, dict) or not caches:
+            return False
+        if "Fn::GetAtt" in value:
+            return value["Fn::GetAtt"][0] in caches
+        if "Fn::Sub" in value:
+            text = value["Fn::Sub"]
+            text = text[0] if isinstance(text, list) else text
+            return any(f"${{{cache}." in str(text) for cache in caches)
+        return False
 
     def _table_name(self, logical_id: str) -> str:
         """Locally a table is named by its TableName when literal, else by its logical id."""

@@ -3,6 +3,7 @@ against DynamoDB (a local endpoint, or AWS); a set-up failure is one line with i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -50,6 +51,13 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
 
     template = load_template(args)
     function = template_function(template, args.function)
+    unset = [name for name in function.valkey_variables if not os.environ.get(name)]
+    if unset:
+        raise CommandError(
+            f"invoke {function.logical_id}: {unset[0]} comes from the template's Valkey cache: "
+            f"set it to a local server (`{unset[0]}=redis://127.0.0.1:6379`), or use "
+            "`run-samples`, which starts one"
+        )
     note = runtime_note(function)
     if note is not None:
         print(note, file=sys.stderr)
@@ -158,14 +166,37 @@ def _cmd_run_samples(args: argparse.Namespace) -> int:
             f"no events for any function in {events_root}: put *.json events in "
             f"{events_root}/<function's code folder>/"
         )
-    if args.endpoint is not None:
-        return _run_samples(template, events_root, args.endpoint)
-    print("starting DynamoDB Local (in memory) ...", flush=True)
-    with DynamoDBLocal() as local:
-        return _run_samples(template, events_root, local.endpoint_url)
+    with contextlib.ExitStack() as servers:
+        valkey_url = None
+        on_valkey = [f.logical_id for f in _on_valkey(template) if _events_of(events_root, f)]
+        if on_valkey:
+            from ..valkey_local import ValkeyCluster, ValkeyLocalError
+
+            # one node serving every slot: cluster mode, as ElastiCache Serverless is
+            print("starting a local Valkey server (cluster mode, one node) ...", flush=True)
+            try:
+                valkey_url = servers.enter_context(ValkeyCluster(size=1)).url
+            except (ValkeyLocalError, OSError) as exc:
+                said = " ".join(str(exc).split())  # the server's own output: one line
+                raise CommandError(
+                    f"cannot start a local Valkey server for {', '.join(on_valkey)}: {said} "
+                    "(VALKEY_SERVER names a valkey-server binary to use)"
+                ) from exc
+        if args.endpoint is not None:
+            return _run_samples(template, events_root, args.endpoint, valkey_url)
+        print("starting DynamoDB Local (in memory) ...", flush=True)
+        local = servers.enter_context(DynamoDBLocal())
+        return _run_samples(template, events_root, local.endpoint_url, valkey_url)
 
 
-def _run_samples(template: Template, events_root: Path, endpoint_url: str) -> int:
+def _on_valkey(template: Template) -> list[FunctionSpec]:
+    """The functions whose environment names the template's Valkey cache."""
+    return [f for f in template.functions().values() if f.valkey_variables]
+
+
+def _run_samples(
+    template: Template, events_root: Path, endpoint_url: str, valkey_url: str | None
+) -> int:
     from ..invoke import invoke
 
     client = local_client(endpoint_url)
@@ -173,6 +204,8 @@ def _run_samples(template: Template, events_root: Path, endpoint_url: str) -> in
         create_table(client, table)
         ttl = f", TTL on {table.ttl_attribute}" if table.ttl_attribute else ""
         print(f"table {table.name} ready at {endpoint_url}{ttl}")
+    if valkey_url is not None:
+        print(f"Valkey ready at {valkey_url}")
     print()
     failures = 0
     for logical_id, function in sorted(template.functions().items()):
@@ -186,7 +219,9 @@ def _run_samples(template: Template, events_root: Path, endpoint_url: str) -> in
         if note is not None:
             print(f"  {note}")
         for path in events:
-            invocation = invoke(function, _read_event(path), endpoint_url=endpoint_url)
+            invocation = invoke(
+                function, _read_event(path), endpoint_url=endpoint_url, valkey_url=valkey_url
+            )
             shown = invocation.response if invocation.error is None else invocation.error
             if invocation.error is not None and "stackTrace" in invocation.error:
                 shown = {key: invocation.error[key] for key in ("errorType", "errorMessage")}
