@@ -392,9 +392,11 @@ def test_an_unstorable_result_holding_the_runtime_neither_hangs_nor_cancels_it(
     store: DynamoDBStore,
 ) -> None:
     """A coroutine's result refers to the running loop, a live thread, a logger and a
-    200 000-object graph with a cycle. The call answers within 10 s (about 3 s here, the
-    look itself), the background task (not the result's) runs on, the thread lives, and the
-    result is treated as unstorable (one run: retries refused), never as still to come."""
+    200 000-object graph with a cycle. The call answers (about 3 s on an idle machine, the
+    look itself; a look that never ends is failed by the suite's per-test limit, not by a
+    wall-clock assertion a busy machine trips), the background task (not the result's) runs
+    on, the thread lives, and the result is treated as unstorable (one run: retries
+    refused), never as still to come."""
     runs: list[str] = []
     stop = threading.Event()
     worker = threading.Thread(target=stop.wait, daemon=True)
@@ -412,27 +414,23 @@ def test_an_unstorable_result_holding_the_runtime_neither_hangs_nor_cancels_it(
             graph=graph,
         )
 
-    async def scenario() -> float:
+    async def scenario() -> None:
         async def background() -> None:
             while True:
                 await asyncio.sleep(0.01)
 
         task = asyncio.create_task(background())
-        started = time.monotonic()
         await handler({"id": "u-1"}, None)
-        took = time.monotonic() - started
         await asyncio.sleep(0.05)
         assert not task.cancelled() and not task.done() and worker.is_alive()
         task.cancel()
         with contextlib.suppress(Exception):
             await handler({"id": "u-1"}, None)
-        return took
 
     try:
-        took = asyncio.run(scenario())
+        asyncio.run(scenario())
     finally:
         stop.set()
-    assert took < 10.0, took
     assert runs == ["ran"]
 
 
