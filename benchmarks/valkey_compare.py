@@ -117,11 +117,17 @@ class Body:
         return sum(self.runs.values())
 
 
+_OPEN: list[Any] = []
+"""Every client `wrap` made, closed when `run` ends (a socket left to the garbage collector
+is a ResourceWarning, an error in the test suite)."""
+
+
 def wrap(contender: str, url: str, body: Body, *, cache: bool = False, lease_ms: int = 0) -> Any:
     """The body behind one library's decorator, on a fresh counting client: a key of the
     event's `order_id`, no payload check (the races send differing payloads on one key).
     `lease_ms`: ours leases that long (Powertools' lease is the context's remaining time)."""
     client = CountingRedis.from_url(url)
+    _OPEN.append(client)
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return body(event, context)
@@ -426,6 +432,22 @@ def run(
 ) -> Results:
     import importlib.metadata
 
+    try:
+        return _run(url, calls, rounds, chunk, callers, trials, importlib.metadata.version)
+    finally:
+        while _OPEN:
+            _OPEN.pop().close()
+
+
+def _run(
+    url: str,
+    calls: int,
+    rounds: int,
+    chunk: int,
+    callers: int,
+    trials: int,
+    version: Callable[[str], str],
+) -> Results:
     return Results(
         calls=calls,
         rounds=rounds,
@@ -438,9 +460,7 @@ def run(
             for contender in CONTENDERS
         },
         second={contender: second_lapse(contender, url) for contender in CONTENDERS},
-        versions={
-            name: importlib.metadata.version(name) for name in ("aws-lambda-powertools", "redis")
-        },
+        versions={name: version(name) for name in ("aws-lambda-powertools", "redis")},
     )
 
 
