@@ -70,9 +70,11 @@ test-fast: setup
 	$(BIN)/python -m pytest -q $(FAST_TESTS)
 
 ## The benchmark suite end to end at its smallest (every section once, numbers meaningless):
-## about a minute idle, more on a shared machine, so not in `make test`. CI runs it.
+## about a minute idle, more on a shared machine, so not in `make test`. CI runs it. With it,
+## the Valkey comparison beside Powertools at a tiny size (benchmarks/valkey_compare.py).
 bench-smoke: setup
-	$(BIN)/python -m pytest -q -m benchmark_suite tests/test_benchmarks_smoke.py
+	$(BIN)/python -m pytest -q -m benchmark_suite tests/test_benchmarks_smoke.py \
+		tests/integration/test_valkey_compare.py
 
 ## The whole suite again with the fast wire path off (IDEMPOTENCY_FAST_WIRE=0): every request
 ## through the boto3 client, which is what a user who turns the path off runs (not the Valkey
