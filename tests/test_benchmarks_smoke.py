@@ -181,6 +181,7 @@ def test_the_layer_probe_imports_the_layers_own_bytecode_and_writes_none() -> No
     assert all(len(values) == 1 for values in imports.samples.values())
 
 
+@pytest.mark.benchmark_suite  # 20 full collections of the heap: a minute late in a whole suite
 def test_the_awscrt_comparison_measures_both_paths_where_awscrt_is_blocked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

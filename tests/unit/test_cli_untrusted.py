@@ -22,6 +22,9 @@ EXIT_CODES = {0, 1, 2, 3, 4, 5}
 """docs/operations.md, "Exit codes"."""
 NOW_S = int(time.time())
 NOW_MS = NOW_S * 1000
+LIVE_S = NOW_S + 86_400
+"""An expiration still ahead when a test runs: the module is read once, at collection, and a
+whole suite on a busy machine takes far more than ten minutes to reach its last test."""
 PK = "ns#untrusted"
 
 
@@ -102,7 +105,7 @@ stored_items = st.fixed_dictionaries(
         "other": any_value,
     },
 )
-COMPLETED = {"status": s("COMPLETED"), "expiration": n(NOW_S + 600), "owner": s("A")}
+COMPLETED = {"status": s("COMPLETED"), "expiration": n(LIVE_S), "owner": s("A")}
 
 
 @pytest.fixture
@@ -119,7 +122,7 @@ def table_args(moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch) -> tu
 @pytest.mark.timeout_scale(6 if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci" else 40)
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(stored=stored_items)
-@example(stored={"status": s("IN_PROGRESS"), "lease_until": n(NOW_MS + 600_000)})  # no expiration
+@example(stored={"status": s("IN_PROGRESS"), "lease_until": n(LIVE_S * 1000)})  # no expiration
 @example(stored={**COMPLETED, "expiration": s("soon")})
 @example(stored={**COMPLETED, "claimed_at": {"N": "1.5"}})
 @example(stored={**COMPLETED, "owner": n(7)})
@@ -135,8 +138,8 @@ def table_args(moto_store: DynamoDBStore, monkeypatch: pytest.MonkeyPatch) -> tu
 @example(stored={**COMPLETED, "result": {"B": b"?unknown format"}})
 @example(stored={**COMPLETED, "result": {"B": b"z" + zlib.compress(b"\xff\xfe")}})
 @example(stored={"status": s("IN_PROGRESS"), "expiration": n(10**30), "owner": s("A")})
-@example(stored={"status": s("RELEASED"), "expiration": n(NOW_S + 600)})
-@example(stored={"status": n(1), "expiration": n(NOW_S + 600)})
+@example(stored={"status": s("RELEASED"), "expiration": n(LIVE_S)})
+@example(stored={"status": n(1), "expiration": n(LIVE_S)})
 def test_no_stored_item_makes_an_operator_command_crash_or_write_unasked(
     stored: dict[str, Any], moto_store: DynamoDBStore, table_args: tuple[str, ...], capsys: Any
 ) -> None:
@@ -218,7 +221,7 @@ def test_stuck_lists_what_it_can_read_and_names_what_it_cannot(
     moto_store: DynamoDBStore, table_args: tuple[str, ...], capsys: Any
 ) -> None:
     client: Any = moto_store.client
-    live = {"status": s("IN_PROGRESS"), "expiration": n(NOW_S + 600), "owner": s("A")}
+    live = {"status": s("IN_PROGRESS"), "expiration": n(LIVE_S), "owner": s("A")}
     client.put_item(TableName=moto_store.table_name, Item={"pk": s("ns#fine"), **live})
     broken = {**live, "lease_until": s("soon")}
     client.put_item(TableName=moto_store.table_name, Item={"pk": s("ns#broken"), **broken})
