@@ -20,15 +20,21 @@ invocation's remaining time lapses that long after the claim ran, on the server'
 A completed record's key expires (PEXPIREAT) at the first server millisecond it counts as
 expired; a claim or a tombstone lingers past it (`scripts.LINGER_MS`), its expiry and lapse
 being the claim's conditions, so a holder outliving both while unchallenged still completes.
-The record read back carries the caller's own numbers, as the DynamoDB store's does
-(`Record.frees_at_ms` and Retry-After go by them).
+The record read back carries the writers' own numbers, as the DynamoDB store's does, and
+`read_at_ms`: the server's clock at the read (each script that answers a record answers
+`TIME` with it), mapped into the writer's clock by the record's offset. The protocol judges
+the record by that (`Record.judged_at`), so Retry-After, a waiter's polls and its takeover of
+a lapsed lease or a released key follow the server's clock, not the reader's.
 
 **What the skew allowance does then.** Callers' clocks no longer decide anything, so their
-disagreement cannot free a live key early. `skew_ms` stays a grace period on the server's
-clock: a lease frees `skew_ms` after it ends, a record expires `skew_ms` after its
-expiration, exactly as long as on DynamoDB, so Retry-After (which callers compute with the
-same allowance) never sends a waiter back too early, and decorators mean the same thing on
-either store. A caller whose clock is minutes off no longer takes over a live claim.
+disagreement cannot free a live key early, nor make a reader misjudge one. `skew_ms` stays a
+grace period on the server's clock: a lease frees `skew_ms` after it ends, a record expires
+`skew_ms` after its expiration, exactly as long as on DynamoDB, so decorators mean the same
+thing on either store. Retry-After and a waiter's polls include it, computed on the server's
+time, so they fall when the server frees the key whatever the caller's clock says. The
+allowance no longer has to cover the callers' skew: it only delays a crashed holder's
+takeover, by as much. A caller whose clock is minutes off no longer takes over a live
+claim, nor waits on a key the server already gave away.
 
 **Keys.** A record is one hash, `{prefix}{<pk>}`: the hashed key inside braces is a hash
 tag, so in cluster mode the record, its tombstone (the same hash) and its result (a field of
