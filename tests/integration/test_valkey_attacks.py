@@ -730,6 +730,33 @@ def test_a_waiter_whose_clock_runs_behind_takes_over_a_crashed_holders_lapsed_le
     assert effects == ["k"]
 
 
+@pytest.mark.parametrize("offset_ms", [600_000, -600_000], ids=["ahead", "behind"])
+def test_a_takeover_by_a_caller_whose_clock_is_off_logs_how_long_ago_the_server_saw_it_lapse(
+    valkey_node: ValkeyServer, caplog: pytest.LogCaptureFixture, offset_ms: int
+) -> None:
+    """Promise: the takeover's WARNING says how long the holder's lease had lapsed on the
+    server's clock (here about 0.5 s), not on the caller's (ten minutes more, or less)."""
+    store = fresh(valkey_node.url)
+    pk = store.layout.record_key("over", None, "k")
+    namespace = pk.partition("#")[0]
+    assert claim(store, pk, owner(), lease_ms=300)[0]  # the holder crashes here
+    time.sleep(0.8)
+    caller = idempotent(
+        key="id",
+        store=store,
+        namespace=namespace,
+        cache_size=0,
+        clock_skew_seconds=0,
+        clock=SkewedClock(offset_ms),
+    )(lambda event, context: "ran")
+    with caplog.at_level(logging.DEBUG, logger="lambda_idempotency"):
+        assert caller({"id": "k"}, None) == "ran"
+    lapsed = [r.getMessage() for r in caplog.records if "taken_over" in r.getMessage()]
+    assert len(lapsed) == 1
+    ms = int(lapsed[0].partition('"lapsed_ms": ')[2].rstrip("}"))
+    assert 400 <= ms <= 5_000, lapsed[0]
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="the server frees a lapsed lease by the allowance its holder claimed with (2 s), "

@@ -248,18 +248,18 @@ def wait(
         throttled, read = 0, clock.now_ms()
         if record is None:
             return None
-        now = record.judged_at(now)
-        if record.is_expired(now, skew):
+        judged = record.judged_at(now)
+        if record.is_expired(judged, skew):
             return None
         if record.status is Status.RELEASED:
-            if (record.lease_until or 0) <= now:
+            if (record.lease_until or 0) <= judged:
                 return None
             held = record  # released ahead of our clock: a claim is refused until then
             continue
         engine._check_payload(held.pk, record.payload_hash, payload_hash)
         if record.status is Status.COMPLETED:
             return record
-        if record.lease_lapsed(now, skew):
+        if record.lease_lapsed(judged, skew):
             return None
         held = record
 
@@ -335,14 +335,13 @@ def in_progress(engine: Engine, held: Record, now: int, message: str) -> InProgr
 def _log_claim(engine: Engine, pk: str, replaced: Record | None, now_ms: int) -> None:
     """A claim that replaced a live IN_PROGRESS record took over a lapsed lease: the old
     owner crashed or timed out, which operators want to see."""
-    if replaced is not None:
-        now_ms = replaced.judged_at(now_ms)
+    judged = now_ms if replaced is None else replaced.judged_at(now_ms)
     if (
         replaced is not None
         and replaced.status is Status.IN_PROGRESS
-        and not replaced.is_expired(now_ms, engine.settings.skew_ms)
+        and not replaced.is_expired(judged, engine.settings.skew_ms)
     ):
-        lapsed_ms = now_ms - (replaced.lease_until or now_ms)
+        lapsed_ms = judged - (replaced.lease_until or judged)
         engine._count("taken_over", logging.WARNING, pk, lapsed_ms=lapsed_ms)
     else:
         engine._count("claimed", logging.DEBUG, pk)
