@@ -193,6 +193,30 @@ def test_a_completed_result_replays_to_a_caller_whose_clock_runs_ten_minutes_ahe
     assert effects == ["r-1"]
 
 
+def test_a_warm_cache_whose_clock_runs_ten_minutes_behind_keeps_a_result_no_longer_than_the_server(
+    valkey_node: ValkeyServer,
+) -> None:
+    """Promise: a key runs again once its TTL ends on the server's clock; a container whose
+    clock runs behind does not go on replaying the result from its warm cache for as long
+    as its clock is off."""
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+
+    def body(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        return f"answer-{len(effects)}"
+
+    options: dict[str, Any] = {"key": "id", "store": store, "ttl_seconds": 1}
+    writer = idempotent(cache_size=0, clock_skew_seconds=0, **options)(body)
+    behind = idempotent(clock_skew_seconds=0, clock=SkewedClock(-600_000), **options)(body)
+    assert writer({"id": "t-1"}, None) == "answer-1"
+    assert behind({"id": "t-1"}, None) == "answer-1"  # from the server, into its cache
+    assert behind.idempotency.stats["replayed"] == 1
+    time.sleep(2.5)  # the record's TTL (its whole last second) ends on the server
+    assert behind({"id": "t-1"}, None) == "answer-2"
+    assert effects == ["t-1", "t-1"]
+
+
 def test_a_holder_whose_clock_runs_behind_cannot_keep_a_lapsed_lease(
     valkey_node: ValkeyServer,
 ) -> None:
