@@ -13,7 +13,9 @@ decides by, all in server milliseconds or derived from the claim:
                script runs after the caller read its clock, so the offset errs towards a
                later server deadline: a holder never holds less than it was told)
     skew_ms    the claim's skew allowance, kept for the writes that do not pass one
-    frees_at   IN_PROGRESS only: the first server millisecond another claim takes the key
+    frees_at   IN_PROGRESS only: the first server millisecond another claim with the same
+               allowance takes the key (one with another allowance: that much later or
+               sooner, as the claim's condition on DynamoDB has it)
 
 and the key's own expiry (PEXPIREAT). A COMPLETED record's key expires at the first server
 millisecond the record counts as expired: the server deletes it then. An IN_PROGRESS claim
@@ -124,16 +126,17 @@ if #held > 0 then
   local free = false
   local expiration = tonumber(f['expiration'] or '')
   local offset, skew = tonumber(f['offset_ms'] or '0'), tonumber(f['skew_ms'] or '0')
+  local allowed = tonumber(ARGV[6])  -- this claim's own allowance decides, as on DynamoDB
   if not (expiration and offset and skew) then
     return {0, held, now}  -- not a record this library wrote: the store reads it as unreadable
-  elseif expires_at(expiration, offset, skew) <= now then
+  elseif expires_at(expiration, offset, allowed) <= now then
     free = true  -- expired counts as absent (the key lingers past it: `keep`)
   elseif f['owner'] == ARGV[1] then
     free = false  -- our own record: a delayed copy of our claim never re-locks a key
   elseif f['status'] == 'RELEASED' then
     free = true
   elseif f['status'] == 'IN_PROGRESS' then
-    free = tonumber(f['frees_at'] or '0') <= now
+    free = tonumber(f['frees_at'] or '0') - skew + allowed <= now
   end
   if not free then return {0, held, now} end
 end
@@ -146,9 +149,12 @@ return {1, held, now}
 Takes the key when it is free, else answers with the record that holds it, in one step: no
 record, an expired one (on the server's clock, whatever its status), a RELEASED tombstone of
 another claim, or an IN_PROGRESS record whose lease lapsed on the server's clock (its end
-plus the skew allowance). A COMPLETED record, a live lease and any record carrying our own
-owner token keep the key. Won: {1, the record replaced (flat, empty if none), now}; refused:
-{0, the holder, now}, `now` the server's clock the record was read at (`read_at_ms`)."""
+plus the skew allowance). The allowance is this claim's own (`skew_ms`), for the lease and
+the expiration alike, as on DynamoDB: the claimer judged the record it waits on by it
+(`Record.frees_at_ms`), so the server frees the key exactly when the claimer expects.
+A COMPLETED record, a live lease and any record carrying our own owner token keep the key.
+Won: {1, the record replaced (flat, empty if none), now}; refused: {0, the holder, now},
+`now` the server's clock the record was read at (`read_at_ms`)."""
 
 RETAKE = (
     PRELUDE

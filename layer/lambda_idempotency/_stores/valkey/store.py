@@ -29,12 +29,13 @@ a lapsed lease or a released key follow the server's clock, not the reader's.
 **What the skew allowance does then.** Callers' clocks no longer decide anything, so their
 disagreement cannot free a live key early, nor make a reader misjudge one. `skew_ms` stays a
 grace period on the server's clock: a lease frees `skew_ms` after it ends, a record expires
-`skew_ms` after its expiration, exactly as long as on DynamoDB, so decorators mean the same
-thing on either store. Retry-After and a waiter's polls include it, computed on the server's
-time, so they fall when the server frees the key whatever the caller's clock says. The
-allowance no longer has to cover the callers' skew: it only delays a crashed holder's
-takeover, by as much. A caller whose clock is minutes off no longer takes over a live
-claim, nor waits on a key the server already gave away.
+`skew_ms` after its expiration, exactly as long as on DynamoDB and by the allowance of the
+claim that asks (as there), so decorators mean the same thing on either store.
+Retry-After and a waiter's polls include it, computed on the server's time, so they fall
+when the server frees the key whatever the caller's clock says. The allowance no longer has
+to cover the callers' skew: it only delays a crashed holder's takeover, by as much. A
+caller whose clock is minutes off no longer takes over a live claim, nor waits on a key the
+server already gave away.
 
 **Keys.** A record is one hash, `{prefix}{<pk>}`: the hashed key inside braces is a hash
 tag, so in cluster mode the record, its tombstone (the same hash) and its result (a field of
