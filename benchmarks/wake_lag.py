@@ -154,15 +154,15 @@ def show(name: str, lags: list[float]) -> None:
 
 
 def show_commands(name: str, per: dict[str, float], alone: dict[str, float]) -> None:
-    """The waiter's commands: what it sends (its claim and arms as EVALSHA, each running one
-    HGETALL inside; its reads as HGETALL; its blocks as BLPOP), and all the server ran."""
+    """The waiter's commands: what it sends (its claim, arms and reads as EVALSHA, each
+    running one HGETALL inside, the claim and the reads a TIME too; its blocks as BLPOP),
+    and all the server ran."""
     waiter = {k: per[k] - alone.get(k, 0) for k in per if k not in NOISE}
     scripts, blocks = waiter.get("evalsha", 0.0), waiter.get("blpop", 0.0)
-    reads = waiter.get("hgetall", 0.0) - scripts
     shown = ", ".join(f"{k} {v:.2f}" for k, v in sorted(waiter.items()) if abs(v) >= 0.005)
     print(
-        f"{name:<24} per wait: {scripts + blocks + reads:.2f} sent (scripts {scripts:.2f}, "
-        f"BLPOP {blocks:.2f}, reads {reads:.2f}); {sum(waiter.values()):.2f} run: {shown}"
+        f"{name:<24} per wait: {scripts + blocks:.2f} sent (scripts {scripts:.2f}: claim, "
+        f"arms, reads; BLPOP {blocks:.2f}); {sum(waiter.values()):.2f} run: {shown}"
     )
 
 

@@ -6,6 +6,7 @@ but on a SERVER_CLOCK store, where only the server's clock lapses a lease (`Time
 from __future__ import annotations
 
 import base64
+import math
 import os
 import secrets
 import time
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from lambda_idempotency import IdempotencyError, Status
 from lambda_idempotency._stores.contract import IdempotencyStore, OperatorStore
 from lambda_idempotency._stores.encoding import encode
+from lambda_idempotency._stores.record import Record
 from tests.conformance.conftest import (
     CHUNKS,
     ENLISTED_WRITES,
@@ -71,6 +73,12 @@ def complete(store: IdempotencyStore, pk: str, who: str, blob: bytes, **given: A
 
 
 SMALL = encode({"order": "o-1", "total": 42}).blob
+
+
+def as_written(record: Record | None) -> Record | None:
+    """The record without `read_at_ms`, the moment it was read: two reads of one record
+    differ in that alone."""
+    return None if record is None else record._replace(read_at_ms=None)
 
 
 class Times:
@@ -126,7 +134,7 @@ def test_a_free_key_is_claimed_and_a_second_claim_gets_the_holder(
     assert held.payload_hash == "p" * 64
     assert held.lease_until == T + LEASE
     assert held.claimed_at == T
-    assert store.get(pk) == held
+    assert as_written(store.get(pk)) == as_written(held)
 
 
 def test_a_completed_key_refuses_a_claim_with_its_record_and_result(
@@ -249,7 +257,7 @@ def test_a_held_key_frees_exactly_when_its_record_says(
     on_time, _ = claim(store, pk, owner(), frees + (3_600_000 if real else 0), skew_ms=skew_ms)
 
     assert (early, on_time) == (False, not real)
-    assert held == record
+    assert as_written(held) == as_written(record)
 
 
 def test_a_held_key_frees_when_its_record_says_on_a_real_wait(
@@ -278,7 +286,7 @@ def test_a_held_key_frees_when_its_record_says_on_a_real_wait(
         on_time, _ = claim(store, pk, owner(), times.after(edge), skew_ms=skew)
 
         assert (early, on_time) == (False, True), name
-        assert held == record
+        assert as_written(held) == as_written(record)
 
 
 def test_a_release_frees_the_key_and_a_stale_release_is_refused(
@@ -493,3 +501,50 @@ def test_the_operator_scan_finds_a_live_claim_and_releases_the_version_it_showed
         assert record is None
     won, _ = claim(store, stuck, owner(), T + 4)
     assert won
+
+
+def test_a_record_read_says_when_on_the_clock_it_was_written_in(
+    store_factory: StoreFactory, store: IdempotencyStore
+) -> None:
+    """`Record.read_at_ms`, what the protocol judges a record by (`Record.judged_at`): a
+    SERVER_CLOCK store sets it on every record it hands back (a refused claim, retake,
+    extension or operator's release, a read) to the server's clock at the read, in the
+    clock the record was written in: never before the write, never later than the read's
+    answer. Every other store leaves it None: the caller's own clock judges the record."""
+    server = store_factory.has(SERVER_CLOCK)
+    pk, a, b = key(store), owner(), owner()
+
+    def check(record: Record | None, since: float, written_ms: int) -> None:
+        assert record is not None
+        if not server:
+            assert record.read_at_ms is None
+            assert record.judged_at(T + 7, T) == T + 7  # the caller's clock, as it is
+            return
+        assert record.read_at_ms is not None
+        elapsed = math.ceil((time.monotonic() - since) * 1000) + 1  # whole server ms
+        assert written_ms <= record.read_at_ms <= written_ms + elapsed
+        assert record.judged_at(T + 7, T) == record.read_at_ms + 7  # moved on by ours
+
+    since = time.monotonic()
+    claim(store, pk, a, T)
+    check(claim(store, pk, b, T + 1)[1], since, T)
+    check(store.get(pk), since, T)
+    extend = {"payload_hash": None, "claimed_at_ms": T, "expiration_s": T // 1000 + TTL}
+    check(store.extend_lease(pk, owner=b, lease_until_ms=T + LEASE, **extend)[1], since, T)
+    retake = {"payload_hash": None, "now_ms": T + 2, "lease_until_ms": T + 2 + LEASE}
+    held = store.retake(pk, owner=b, released_at_ms=T, expiration_s=T // 1000 + TTL, **retake)
+    check(held[1], since, T)
+    if isinstance(store, OperatorStore):
+        shown = store.get(pk)
+        assert shown is not None
+        stale = shown._replace(lease_until=T + 1)
+        check(store.release_version(stale, now_ms=T + 3)[1], since, T)
+
+    since = time.monotonic()
+    assert store.release(pk, owner=a, now_ms=T + 5)
+    if store_factory.has(TOMBSTONE):
+        tombstone = store.get(pk)
+        check(tombstone, since, T + 5)  # a release stamps the releaser's clock
+        assert tombstone is not None
+        judged = tombstone.judged_at(T + 5)
+        assert (tombstone.lease_until or 0) <= judged  # released: not "ahead of our clock"

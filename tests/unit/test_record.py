@@ -4,6 +4,9 @@ slowest clock allowed."""
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from lambda_idempotency._dev.cli.records import describe
 from lambda_idempotency._stores.record import Record, Status
 
@@ -55,3 +58,29 @@ def test_a_claim_without_a_lease_never_lapses_it_only_expires() -> None:
     """A Powertools claim made without a Lambda context has no lease: only its expiry frees
     the key."""
     assert not held(lease_until=None).lease_lapsed(10**13, skew_ms=2_000)
+
+
+MS = st.integers(0, 4_000_000_000_000)
+
+
+@given(now=MS, elapsed=st.integers(0, 900_000))
+def test_a_record_read_without_a_server_clock_is_judged_by_the_callers(
+    now: int, elapsed: int
+) -> None:
+    """DynamoDB's records carry no `read_at_ms`: the caller's clock judges them, as it is."""
+    assert held().judged_at(now) == now
+    assert held().judged_at(now + elapsed, now) == now + elapsed
+
+
+@given(read_at=MS, caller_off=st.integers(-86_400_000, 86_400_000), elapsed=MS)
+def test_a_record_read_on_a_server_clock_is_judged_alike_whatever_the_callers_clock(
+    read_at: int, caller_off: int, elapsed: int
+) -> None:
+    """A record a SERVER_CLOCK store read is judged at the server's moment of the read, moved
+    on by what the caller's clock measured since: how far off the caller's clock is, either
+    way, changes nothing, and a caller's clock stepping back never moves it before the read."""
+    record = held()._replace(read_at_ms=read_at)
+    read = 1_800_000_000_000 + caller_off  # the caller's clock just after the read
+    assert record.judged_at(read + elapsed, read) == read_at + elapsed
+    assert record.judged_at(read - elapsed, read) == read_at
+    assert record.judged_at(read + elapsed) == read_at  # no read time: the read itself

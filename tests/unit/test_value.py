@@ -117,7 +117,7 @@ def test_a_field_without_a_default_after_one_with_is_refused_at_definition() -> 
 
 def test_the_public_value_classes_keep_their_fields_and_defaults() -> None:
     record = Record("pk", Status.COMPLETED, 10, owner="o")
-    assert tuple(record) == ("pk", Status.COMPLETED, 10, None, "o", None, None, None, None)
+    assert tuple(record) == ("pk", Status.COMPLETED, 10, None, "o", None, None, None, None, None)
     assert record.is_expired(11_000) and not record.is_expired(10_999)
     assert AttributeNames()._replace(pk="id").pk == "id"
     assert AttributeNames().expiration == "expiration"

@@ -75,7 +75,8 @@ def acquire(
             return _replaying.replay(engine, store, held)
         # IN_PROGRESS, or a tombstone newer than our clock: its release is not yet past
         if engine.settings.on_in_progress == "raise":
-            raise in_progress(engine, held, now, "another invocation is running with this key")
+            message = "another invocation is running with this key"
+            raise in_progress(engine, held, held.judged_at(now), message)
         if deadline is None:
             deadline = now + engine._wait_budget_ms(context)
         completed = yield from wait(engine, store, held, payload_hash, deadline)
@@ -200,23 +201,27 @@ def wait(
     own time runs short (InProgressError). When to poll: `_protocol.waiting`, imported here: only
     a duplicate told to wait needs it, and no cold start pays for it. A store that wakes its
     waiters (`WakingStore`) is blocked on between polls instead of slept through: the same
-    schedule bounds each block, so a lost wake-up costs one interval at most."""
+    schedule bounds each block, so a lost wake-up costs one interval at most.
+
+    Our own clock keeps our deadline; `held` is judged by `Record.judged_at` (the store's
+    clock at the read, where it keeps one, moved on by ours since: `read`)."""
     from . import waiting as _waiting
 
     clock = engine.settings.clock
     engine._count("waiting", logging.DEBUG, held.pk)
     skew = engine.settings.skew_ms
-    started = clock.now_ms()
+    started = read = clock.now_ms()
     throttled = 0
     wakes = _waiting.wake_ups(store, clock)
     while True:
         now = clock.now_ms()
+        judged = held.judged_at(now, read)
         if now >= deadline_ms:
-            raise in_progress(engine, held, now, "gave up waiting for the holder of this key")
+            raise in_progress(engine, held, judged, "gave up waiting for the holder of this key")
         delay = _waiting.next_poll_ms(
             held,
-            now_ms=now,
-            started_ms=started,
+            now_ms=judged,
+            started_ms=started + judged - now,
             skew_ms=skew,
             throttled=throttled,
             runs_ms=() if wakes is not None else engine.recent_runs_ms,
@@ -240,18 +245,21 @@ def wait(
                 continue
             store_failed(engine, held.pk, "wait", exc)
             raise
-        throttled = 0
-        if record is None or record.is_expired(now, skew):
+        throttled, read = 0, clock.now_ms()
+        if record is None:
+            return None
+        judged = record.judged_at(now)
+        if record.is_expired(judged, skew):
             return None
         if record.status is Status.RELEASED:
-            if (record.lease_until or 0) <= now:
+            if (record.lease_until or 0) <= judged:
                 return None
             held = record  # released ahead of our clock: a claim is refused until then
             continue
         engine._check_payload(held.pk, record.payload_hash, payload_hash)
         if record.status is Status.COMPLETED:
             return record
-        if record.lease_lapsed(now, skew):
+        if record.lease_lapsed(judged, skew):
             return None
         held = record
 
@@ -316,7 +324,8 @@ def in_progress(engine: Engine, held: Record, now: int, message: str) -> InProgr
     """Retry-After is the first whole second at which a claim of the key is granted:
     the holder's lease lapsed (or, without one, its record expired) on every clock within
     the skew allowance, or, for a tombstone ahead of our clock, its release time. By
-    then the key is sure to answer; at least a second."""
+    then the key is sure to answer; at least a second. `now` is `held.judged_at(...)`:
+    the store's clock where it keeps one, so the duration is the server's."""
     frees = held.frees_at_ms(engine.settings.skew_ms)
     retry_after = max(1, math.ceil((frees - now) / 1000))
     engine._count("in_progress", logging.INFO, held.pk, retry_after=retry_after)
@@ -326,12 +335,13 @@ def in_progress(engine: Engine, held: Record, now: int, message: str) -> InProgr
 def _log_claim(engine: Engine, pk: str, replaced: Record | None, now_ms: int) -> None:
     """A claim that replaced a live IN_PROGRESS record took over a lapsed lease: the old
     owner crashed or timed out, which operators want to see."""
+    judged = now_ms if replaced is None else replaced.judged_at(now_ms)
     if (
         replaced is not None
         and replaced.status is Status.IN_PROGRESS
-        and not replaced.is_expired(now_ms, engine.settings.skew_ms)
+        and not replaced.is_expired(judged, engine.settings.skew_ms)
     ):
-        lapsed_ms = now_ms - (replaced.lease_until or now_ms)
+        lapsed_ms = judged - (replaced.lease_until or judged)
         engine._count("taken_over", logging.WARNING, pk, lapsed_ms=lapsed_ms)
     else:
         engine._count("claimed", logging.DEBUG, pk)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import math
 from typing import TYPE_CHECKING, Any
 
 from .._base.errors import STORED_RESULT_UNREADABLE, StoreError, unreadable
@@ -68,11 +69,15 @@ def replay(engine: Engine, store: IdempotencyStore, record: Record) -> Any:
         raise
     result = decode(engine, document, typed, record.pk)
     if engine.cache is not None:
+        expiration = record.expiration
+        if record.read_at_ms is not None:
+            # Read on the store's clock; the cache goes by ours: it keeps the result no
+            # longer than the store keeps the record, however far off our clock is.
+            ahead_ms = record.read_at_ms - engine.settings.clock.now_ms()
+            expiration -= math.ceil(ahead_ms / 1000)
         engine.cache.put(
             record.pk,
-            CachedResult(
-                record.expiration, record.payload_hash, document, typed, record.completed_at
-            ),
+            CachedResult(expiration, record.payload_hash, document, typed, record.completed_at),
         )
     engine._note_run(record.claimed_at, record.completed_at)
     engine._count("replayed", logging.DEBUG, record.pk, source="store")

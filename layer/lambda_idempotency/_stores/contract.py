@@ -11,8 +11,17 @@ between polls.
 What every method promises:
 
 - **Times come in as arguments** (`now_ms`, `lease_until_ms`, `expiration_s`), read from the
-  caller's clock. The store reads no clock of its own for a decision, holds no decorator
-  settings and no per-call state, so one store serves any number of decorators.
+  caller's clock. The store holds no decorator settings and no per-call state, so one store
+  serves any number of decorators. It reads no clock of its own for a decision, unless it
+  keeps time on its server (the conformance suite's SERVER_CLOCK capability: `ValkeyStore`):
+  then the caller's times set how long a lease or a record lasts, the server's clock when
+  it ends.
+- **A read says when it was made, on such a store.** Every record a SERVER_CLOCK store hands
+  back (a refused claim, retake, extension or operator's release; `get`; a scan) carries
+  `read_at_ms`: the server's clock at the read, mapped into the clock the record's times
+  were written in. The protocol judges the record by it (`Record.judged_at`: expired,
+  lapsed, released, Retry-After, the next poll), so a caller whose clock is off sees what
+  the server sees. Any other store leaves it None, and the caller's clock judges.
 - **Expired is absent.** A record whose `expiration` (epoch seconds) has passed counts as no
   record for every condition (claim, retake), even if the store still holds it; `get`
   returns it as stored, and the caller asks `Record.is_expired`.
@@ -31,7 +40,8 @@ What every method promises:
 - **Nothing read is trusted**, and no raw key or payload reaches an error message: `pk` is
   already the hashed key.
 
-Records are `_stores.record.Record` values, read back as they were written: `pk` (the hashed key),
+Records are `_stores.record.Record` values, read back as they were written (but for
+`read_at_ms`, which says when): `pk` (the hashed key),
 `status`, `expiration` (epoch s), `lease_until` (epoch ms; for a RELEASED tombstone, when it
 was released), `owner`, `payload_hash`, `result` (the packed result, or the store's pointer
 to its parts: `load_result` reads either), `claimed_at` and `completed_at` (epoch ms, None

@@ -67,6 +67,20 @@ class Record(Value):
     """Epoch milliseconds of the claim that wrote the record; for operators (age, stuck)."""
     completed_at: int | None = None
     """Epoch milliseconds of the completion, for replay hooks and operators."""
+    read_at_ms: int | None = None
+    """The moment of this read on the clock the record's times were written in. A store that
+    keeps time on its server (`ValkeyStore`) sets it from the server's clock at the read,
+    mapped into the writer's clock; None (DynamoDB): judge the record by the caller's own
+    clock. Not part of the record as written: two reads of one record differ in it alone."""
+
+    def judged_at(self, now_ms: int, read_ms: int | None = None) -> int:
+        """The "now" to judge this record by (expired, lapsed, released, Retry-After, the
+        next poll): `read_at_ms` plus what the caller's clock moved since the read
+        (`now_ms - read_ms`, the caller's clock just after the read), or `now_ms` itself
+        for a record without it. A caller whose clock is off then sees what the server saw."""
+        if self.read_at_ms is None:
+            return now_ms
+        return self.read_at_ms + (0 if read_ms is None else max(0, now_ms - read_ms))
 
     def is_expired(self, now_ms: int, skew_ms: int = 0) -> bool:
         """DynamoDB deletes expired items days late, so an expired record counts as absent;

@@ -13,7 +13,9 @@ decides by, all in server milliseconds or derived from the claim:
                script runs after the caller read its clock, so the offset errs towards a
                later server deadline: a holder never holds less than it was told)
     skew_ms    the claim's skew allowance, kept for the writes that do not pass one
-    frees_at   IN_PROGRESS only: the first server millisecond another claim takes the key
+    frees_at   IN_PROGRESS only: the first server millisecond another claim with the same
+               allowance takes the key (one with another allowance: that much later or
+               sooner, as the claim's condition on DynamoDB has it)
 
 and the key's own expiry (PEXPIREAT). A COMPLETED record's key expires at the first server
 millisecond the record counts as expired: the server deletes it then. An IN_PROGRESS claim
@@ -24,6 +26,13 @@ took the key still finds its record, and its owner-fenced completion lands (as o
 where an expired record lingers until TTL deletion).
 A caller's time T maps to the server's as T - offset_ms. Numbers are passed and written as
 whole-number strings (`%.0f`): a Lua number printed as it is would read 1.8e+12.
+
+**Reads carry the server's clock.** Every script that answers with a record (a claim, won or
+refused; a refused retake, extension or operator's release; `GET`, the store's read) answers
+the server's `TIME` of that read beside it. The store maps it into the clock the record was
+written in (server ms + offset_ms) as `Record.read_at_ms`, so the protocol judges the
+record (lapsed, released, Retry-After, the next poll) by what the server saw, whatever the
+reader's own clock says.
 
 **Wake-ups.** Beside the record, under its hash tag (one slot): `<record>:waiters`, a set of
 the tokens of waiters armed on it, and `<record>:wake:<token>`, one list per waiter. `ARM`
@@ -117,31 +126,35 @@ if #held > 0 then
   local free = false
   local expiration = tonumber(f['expiration'] or '')
   local offset, skew = tonumber(f['offset_ms'] or '0'), tonumber(f['skew_ms'] or '0')
+  local allowed = tonumber(ARGV[6])  -- this claim's own allowance decides, as on DynamoDB
   if not (expiration and offset and skew) then
-    return {0, held}  -- not a record this library wrote: the store reads it as unreadable
-  elseif expires_at(expiration, offset, skew) <= now then
+    return {0, held, now}  -- not a record this library wrote: the store reads it as unreadable
+  elseif expires_at(expiration, offset, allowed) <= now then
     free = true  -- expired counts as absent (the key lingers past it: `keep`)
   elseif f['owner'] == ARGV[1] then
     free = false  -- our own record: a delayed copy of our claim never re-locks a key
   elseif f['status'] == 'RELEASED' then
     free = true
   elseif f['status'] == 'IN_PROGRESS' then
-    free = tonumber(f['frees_at'] or '0') <= now
+    free = tonumber(f['frees_at'] or '0') - skew + allowed <= now
   end
-  if not free then return {0, held} end
+  if not free then return {0, held, now} end
 end
 write_claim(key, now, ARGV, 1)
-return {1, held}
+return {1, held, now}
 """
 )
-"""claim(owner, payload_hash, now_ms, lease_until_ms, expiration_s, skew_ms) -> {won, record}.
+"""claim(owner, payload_hash, now_ms, lease_until_ms, expiration_s, skew_ms) -> {won, record, now}.
 
 Takes the key when it is free, else answers with the record that holds it, in one step: no
 record, an expired one (on the server's clock, whatever its status), a RELEASED tombstone of
 another claim, or an IN_PROGRESS record whose lease lapsed on the server's clock (its end
-plus the skew allowance). A COMPLETED record, a live lease and any record carrying our own
-owner token keep the key. Won: {1, the record replaced (flat, empty if none)}; refused:
-{0, the holder}."""
+plus the skew allowance). The allowance is this claim's own (`skew_ms`), for the lease and
+the expiration alike, as on DynamoDB: the claimer judged the record it waits on by it
+(`Record.frees_at_ms`), so the server frees the key exactly when the claimer expects.
+A COMPLETED record, a live lease and any record carrying our own owner token keep the key.
+Won: {1, the record replaced (flat, empty if none), now}; refused: {0, the holder, now},
+`now` the server's clock the record was read at (`read_at_ms`)."""
 
 RETAKE = (
     PRELUDE
@@ -150,7 +163,7 @@ local key, now = KEYS[1], server_ms()
 local held = redis.call('HGETALL', key)
 local f = fields(held)
 if f['owner'] ~= ARGV[1] or f['status'] ~= 'RELEASED' or f['lease_until'] ~= ARGV[2] then
-  return {0, held}
+  return {0, held, now}
 end
 write_claim(key, now, {ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6], f['skew_ms'] or '0'}, 1)
 return {1, {}}
@@ -160,7 +173,7 @@ return {1, {}}
 
 A durable execution's claim over its own tombstone: only while the key holds exactly the
 RELEASED record with our owner stamped `released_at_ms` (any claim since keeps the key; a
-delayed copy cannot undo a later release). {1, {}} or {0, the holder}."""
+delayed copy cannot undo a later release). {1, {}} or {0, the holder, the server's now}."""
 
 EXTEND = (
     PRELUDE
@@ -168,7 +181,7 @@ EXTEND = (
 local key = KEYS[1]
 local held = redis.call('HGETALL', key)
 local f = fields(held)
-if f['owner'] ~= ARGV[1] or f['status'] ~= 'IN_PROGRESS' then return {0, held} end
+if f['owner'] ~= ARGV[1] or f['status'] ~= 'IN_PROGRESS' then return {0, held, server_ms()} end
 local offset, skew = tonumber(f['offset_ms']), tonumber(f['skew_ms'])
 redis.call('HSET', key, 'lease_until', ARGV[4], 'expiration', ARGV[5],
   'frees_at', num(tonumber(ARGV[4]) - offset + skew + 1))
@@ -182,7 +195,8 @@ return {1, {}}
 
 Moves our IN_PROGRESS claim's lease (and its expiry), fenced on the owner token and the
 status: a claim taken over, completed or released is not ours to extend. The new lease
-maps to the server's clock by the offset measured at the claim. {1, {}} or {0, the holder}."""
+maps to the server's clock by the offset measured at the claim. {1, {}} or {0, the holder,
+the server's now}."""
 
 COMPLETE = (
     PRELUDE
@@ -238,11 +252,11 @@ RELEASE_VERSION = (
     + """
 local key, now = KEYS[1], server_ms()
 local held = redis.call('HGETALL', key)
-if #held == 0 then return {0, held} end
+if #held == 0 then return {0, held, now} end
 local f = fields(held)
 local names = {'status', 'owner', 'lease_until', 'expiration', 'claimed_at', 'completed_at'}
 for i, name in ipairs(names) do
-  if (f[name] or '') ~= ARGV[i] then return {0, held} end
+  if (f[name] or '') ~= ARGV[i] then return {0, held, now} end
 end
 local skew = tonumber(f['skew_ms'] or '0')
 local offset = tonumber(ARGV[7]) - now
@@ -256,7 +270,7 @@ return {1, {}}
 """
 )
 """release_version(status, owner, lease_until, expiration, claimed_at, completed_at, now_ms,
-tombstone_expiration_s) -> {released, the holder}.
+tombstone_expiration_s) -> {released, the holder, the server's now}.
 
 An operator's release of exactly the version they were shown (each field '' when absent):
 any write since (a completion, an extension, another claim) keeps the record. The tombstone
@@ -286,7 +300,17 @@ record still has the status, owner and lease the waiter saw (each '' when absent
 it has changed already, and the waiter re-reads it instead of blocking. A wake-up left on
 the list from an earlier arm is dropped: the check just made supersedes it."""
 
+GET = (
+    PRELUDE
+    + """
+return {redis.call('HGETALL', KEYS[1]), server_ms()}
+"""
+)
+"""get() -> {the record (flat, empty if none), now}: a read with the server's clock at it, so
+the reader judges the record by the server's time (`Record.read_at_ms`), not its own."""
+
 ALL = {
+    "get": GET,
     "claim": CLAIM,
     "retake": RETAKE,
     "extend": EXTEND,

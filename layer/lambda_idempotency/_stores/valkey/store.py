@@ -20,15 +20,22 @@ invocation's remaining time lapses that long after the claim ran, on the server'
 A completed record's key expires (PEXPIREAT) at the first server millisecond it counts as
 expired; a claim or a tombstone lingers past it (`scripts.LINGER_MS`), its expiry and lapse
 being the claim's conditions, so a holder outliving both while unchallenged still completes.
-The record read back carries the caller's own numbers, as the DynamoDB store's does
-(`Record.frees_at_ms` and Retry-After go by them).
+The record read back carries the writers' own numbers, as the DynamoDB store's does, and
+`read_at_ms`: the server's clock at the read (each script that answers a record answers
+`TIME` with it), mapped into the writer's clock by the record's offset. The protocol judges
+the record by that (`Record.judged_at`), so Retry-After, a waiter's polls and its takeover of
+a lapsed lease or a released key follow the server's clock, not the reader's.
 
 **What the skew allowance does then.** Callers' clocks no longer decide anything, so their
-disagreement cannot free a live key early. `skew_ms` stays a grace period on the server's
-clock: a lease frees `skew_ms` after it ends, a record expires `skew_ms` after its
-expiration, exactly as long as on DynamoDB, so Retry-After (which callers compute with the
-same allowance) never sends a waiter back too early, and decorators mean the same thing on
-either store. A caller whose clock is minutes off no longer takes over a live claim.
+disagreement cannot free a live key early, nor make a reader misjudge one. `skew_ms` stays a
+grace period on the server's clock: a lease frees `skew_ms` after it ends, a record expires
+`skew_ms` after its expiration, exactly as long as on DynamoDB and by the allowance of the
+claim that asks (as there), so decorators mean the same thing on either store.
+Retry-After and a waiter's polls include it, computed on the server's time, so they fall
+when the server frees the key whatever the caller's clock says. The allowance no longer has
+to cover the callers' skew: it only delays a crashed holder's takeover, by as much. A
+caller whose clock is minutes off no longer takes over a live claim, nor waits on a key the
+server already gave away.
 
 **Keys.** A record is one hash, `{prefix}{<pk>}`: the hashed key inside braces is a hash
 tag, so in cluster mode the record, its tombstone (the same hash) and its result (a field of
@@ -223,11 +230,11 @@ class ValkeyStore:
         skew_ms: int = 0,
     ) -> tuple[bool, Record | None]:
         args = [owner, payload_hash or "", now_ms, lease_until_ms, expiration_s, skew_ms]
-        won, flat = self._run("claim", pk, args)
+        won, flat, server_ms = self._run("claim", pk, args)
         if not won:
-            return False, self._record(flat, pk, "claim")
+            return False, self._record(flat, pk, "claim", server_ms)
         try:
-            return True, self._record(flat, pk, "claim")
+            return True, self._record(flat, pk, "claim", server_ms)
         except StoreError:
             return True, None  # the record replaced is for the log only: the key is ours
 
@@ -243,8 +250,8 @@ class ValkeyStore:
         expiration_s: int,
     ) -> tuple[bool, Record | None]:
         args = [owner, released_at_ms, payload_hash or "", now_ms, lease_until_ms, expiration_s]
-        won, flat = self._run("retake", pk, args)
-        return (True, None) if won else (False, self._record(flat, pk, "claim"))
+        won, flat, *server_ms = self._run("retake", pk, args)
+        return (True, None) if won else (False, self._record(flat, pk, "claim", *server_ms))
 
     def extend_lease(
         self,
@@ -258,12 +265,13 @@ class ValkeyStore:
     ) -> tuple[bool, Record | None]:
         claimed = "" if claimed_at_ms is None else claimed_at_ms
         args = [owner, payload_hash or "", claimed, lease_until_ms, expiration_s]
-        won, flat = self._run("extend", pk, args)
-        return (True, None) if won else (False, self._record(flat, pk, "extend"))
+        won, flat, *server_ms = self._run("extend", pk, args)
+        return (True, None) if won else (False, self._record(flat, pk, "extend", *server_ms))
 
     def get(self, pk: str) -> Record | None:
-        flat = self._call("get", pk, lambda client: client.hgetall(self.key_of(pk)))
-        return self._record(flat, pk, "get")
+        """The record, with the server's clock at the read (`read_at_ms`): one script."""
+        flat, server_ms = self._run("get", pk, [])
+        return self._record(flat, pk, "get", server_ms)
 
     def load_result(self, record: Record) -> bytes | None:
         """The result as completion wrote it: it lives in the record itself, whole."""
@@ -394,21 +402,23 @@ class ValkeyStore:
                 if pk is None:
                     continue
                 try:
-                    flat = self._call("scan", pk, lambda client, name=name: client.hgetall(name))
+                    flat, server_ms = self._call(
+                        "scan", pk, lambda _, name=name: self._script("get")(keys=[name])
+                    )
                 except StoreError as exc:
                     if exc.code != STORED_RECORD_UNREADABLE:
                         raise  # the server failed: not the record's fault
                     unreadable_keys.append(pk)  # a key of another type (WRONGTYPE)
                     continue
                 try:
-                    record = self._record(flat, pk, "scan")
+                    record = self._record(flat, pk, "scan", server_ms)
                 except StoreError:
                     unreadable_keys.append(pk)
                     continue
                 if (
                     record is not None
                     and record.status is Status.IN_PROGRESS
-                    and not record.is_expired(now_ms)
+                    and not record.is_expired(record.judged_at(now_ms))
                     and (record.claimed_at is None or record.claimed_at < claimed_before_ms)
                 ):
                     records.append(record)
@@ -429,8 +439,10 @@ class ValkeyStore:
             now_ms,
             now_ms // 1000 + TOMBSTONE_SECONDS,
         ]
-        released, flat = self._run("release_version", shown.pk, args)
-        return (True, None) if released else (False, self._record(flat, shown.pk, "release"))
+        released, flat, *server_ms = self._run("release_version", shown.pk, args)
+        if released:
+            return True, None
+        return False, self._record(flat, shown.pk, "release", *server_ms)
 
     # -- keys ---------------------------------------------------------------------------------
 
@@ -494,9 +506,11 @@ class ValkeyStore:
         except errors.RedisError as exc:
             raise _store_error(errors, exc, step, pk, knows_unsent=self._knows_unsent) from exc
 
-    def _record(self, flat: Any, pk: str, step: str) -> Record | None:
+    def _record(self, flat: Any, pk: str, step: str, server_ms: int | None = None) -> Record | None:
         """A record as read: a flat [field, value, ...] list (a script's answer) or a dict
-        (HGETALL); None when empty. Anything not written so is a typed StoreError."""
+        (HGETALL); None when empty. Anything not written so is a typed StoreError.
+        `server_ms`, the server's clock at the read, becomes `read_at_ms` on the writer's
+        clock (+ the record's `offset_ms`; None for a record without one)."""
         if not flat:
             return None
         try:
@@ -521,6 +535,9 @@ class ValkeyStore:
         numbers = {name: _integer(fields[name], pk, step) for name in _INTEGERS if name in fields}
         owner, digest = fields.get("owner"), fields.get("payload_hash")
         result = fields.get("result")
+        read_at = None
+        if server_ms is not None and "offset_ms" in fields:
+            read_at = int(server_ms) + _integer(fields["offset_ms"], pk, step)
         return Record(
             pk,
             status,
@@ -531,6 +548,7 @@ class ValkeyStore:
             None if result is None else bytes(result),
             numbers.get("claimed_at"),
             numbers.get("completed_at"),
+            read_at,
         )
 
 
