@@ -37,7 +37,6 @@ import decimal
 import enum
 import json
 import math
-import re
 from collections.abc import Iterator, Mapping, Sequence, Set
 from json.encoder import encode_basestring
 from typing import Any
@@ -297,7 +296,7 @@ def _may_differ(text: str) -> bool:
     """Whether the encoder's text may hold a number the canonical form spells otherwise: an
     integral float (`1.0`, `1e+16`) or an integer with more than PLAIN_PADDING trailing
     zeros. Strings that merely look so cost a walk, never a wrong hash."""
-    if "0000000000000000" in text or _POINT_ZERO.search(text) is not None:
+    if "0000000000000000" in text or _ends_a_float_in_point_zero(text):
         return True
     # "e+" is slow to search for (e is everywhere); "+" is rare and found at memchr speed.
     # Past a few dozen hits the walk is cheaper than looking further.
@@ -311,5 +310,7 @@ def _may_differ(text: str) -> bool:
     return True
 
 
-_POINT_ZERO = re.compile(r"\.0(?:[,\]}]|\Z)")
-"""`1.0` as the encoder ends a float: before a comma, a closing bracket or the end."""
+def _ends_a_float_in_point_zero(text: str) -> bool:
+    """`1.0` as the encoder ends a float: before a comma, a closing bracket or the end.
+    Four scans at memchr speed, and no pattern compiled at import (0.2 ms of a cold start)."""
+    return ".0," in text or ".0]" in text or ".0}" in text or text.endswith(".0")
