@@ -1,0 +1,423 @@
+"""Second-round attacks on ValkeyStore from its promises (docs/valkey.md), on real servers.
+
+Each test states the promise it attacks. A test marked xfail(strict) shows a defect found: it
+fails on the code as it is and turns red (XPASS) the day the defect is fixed. The rest guard
+promises these attacks could not break, on ground tests/integration/test_valkey_attacks.py
+does not cover."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from lambda_idempotency import InProgressError, StoreError, ValkeyStore, idempotent
+from lambda_idempotency._dev.valkey_local import ValkeyServer
+
+pytestmark = pytest.mark.valkey
+
+OPENED: list[Any] = []
+HOUR = 3_600_000
+
+
+@pytest.fixture(autouse=True)
+def _close_what_the_test_opened() -> Iterator[None]:
+    yield
+    while OPENED:
+        OPENED.pop().close()
+
+
+def fresh(url: str, **options: Any) -> ValkeyStore:
+    store = ValkeyStore(url, prefix=f"atk2-{uuid.uuid4().hex[:8]}:", **options)
+    OPENED.append(store)
+    return store
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class SkewedClock:
+    """The real clock, off by a fixed amount (a caller whose NTP is broken)."""
+
+    def __init__(self, offset_ms: int) -> None:
+        self.offset_ms = offset_ms
+
+    def now_ms(self) -> int:
+        return now_ms() + self.offset_ms
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+def claim(store: ValkeyStore, pk: str, *, lease_ms: int = 30_000, skew_ms: int = 0) -> bool:
+    now = now_ms()
+    won, _ = store.claim(
+        pk,
+        owner=secrets.token_hex(12),
+        payload_hash=None,
+        now_ms=now,
+        lease_until_ms=now + lease_ms,
+        expiration_s=now // 1000 + 3600,
+        skew_ms=skew_ms,
+    )
+    return won
+
+
+# -- hostile and foreign values ----------------------------------------------------------------
+
+FUTURE = "9999999999"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a record field holding bytes that are not UTF-8 escapes as a raw "
+    "UnicodeDecodeError, not the StoreError every other unreadable record gives",
+)
+@pytest.mark.parametrize(
+    "stored",
+    [
+        {"status": b"\xff\xfe", "owner": "x", "expiration": FUTURE},
+        {"status": "COMPLETED", "owner": b"\xff", "expiration": FUTURE, "result": b"j1"},
+        {"status": "COMPLETED", "owner": "x", "expiration": FUTURE, "payload_hash": b"\xc3("},
+    ],
+    ids=["status", "owner", "payload_hash"],
+)
+def test_a_field_that_is_not_utf8_is_a_typed_error_and_nothing_runs(
+    valkey_node: ValkeyServer, stored: dict[str, Any]
+) -> None:
+    """Promise: non-UTF-8 bytes in the server give a typed StoreError, run nothing and leave
+    the value as it was."""
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+    handle = idempotent(key="id", store=store, namespace="u", cache_size=0)(
+        lambda event, context: effects.append(event["id"]) or "ran"
+    )
+    name = store.key_of(store.layout.record_key("u", None, "raw-key-u"))
+    store.client.hset(name, mapping=stored)
+    try:
+        with pytest.raises(StoreError) as caught:
+            handle({"id": "raw-key-u"}, None)
+        assert "raw-key-u" not in str(caught.value)
+    finally:
+        assert effects == []
+        assert store.client.hgetall(name) == {
+            k.encode(): v if isinstance(v, bytes) else v.encode() for k, v in stored.items()
+        }
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="scan_stuck stops with a raw UnicodeDecodeError at a key under the prefix whose "
+    "name is not UTF-8, instead of listing it as unreadable and going on",
+)
+def test_scan_stuck_lists_a_key_whose_name_is_not_utf8_as_unreadable_and_goes_on(
+    valkey_node: ValkeyServer,
+) -> None:
+    """Promise: the operator's scan reads every stuck claim; a foreign key beside them is a
+    typed answer (unreadable), not a crash of the whole scan."""
+    store = fresh(valkey_node.url)
+    stuck = store.layout.record_key("stuck", None, "real")
+    assert claim(store, stuck, lease_ms=-60_000)
+    store.client.hset(store.prefix.encode() + b"{\xff\xfe}", mapping={"status": "IN_PROGRESS"})
+    found = [
+        record.pk
+        for page in store.scan_stuck(claimed_before_ms=now_ms() + 1, now_ms=now_ms())
+        for record in page.records
+    ]
+    assert found == [stuck]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a hash under a record's key that this library did not write (no status, a "
+    "hex or huge number, a claim without its lease fields) is overwritten by the next "
+    "claim and the handler runs: the foreign data, or a completed result, is lost",
+)
+@pytest.mark.parametrize(
+    "stored",
+    [
+        {"expiration": "1", "data": "someone else's"},
+        {"status": "COMPLETED", "owner": "x", "expiration": "0x1", "result": b"j1"},
+        {"status": "COMPLETED", "owner": "x", "expiration": FUTURE, "result": b"j1",
+         "offset_ms": "999999999999999999999999"},
+        {"status": "IN_PROGRESS", "owner": "x", "expiration": FUTURE,
+         "lease_until": "99999999999999"},
+    ],
+    ids=["no-status", "hex-expiration", "huge-offset", "claim-without-frees_at"],
+)  # fmt: skip
+def test_a_hash_with_missing_or_garbled_fields_is_refused_not_overwritten(
+    valkey_node: ValkeyServer, stored: dict[str, Any]
+) -> None:
+    """Promise: a hash missing fields, or holding numbers the library never writes, gives a
+    typed StoreError and loses nothing: the handler does not run over it and the hash stays
+    as it was (as it does for a field that is not a number at all: attacks round one)."""
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+    handle = idempotent(key="id", store=store, namespace="h", cache_size=0)(
+        lambda event, context: effects.append(event["id"]) or "ran"
+    )
+    name = store.key_of(store.layout.record_key("h", None, "raw-key-h"))
+    store.client.hset(name, mapping=stored)
+    try:
+        with pytest.raises(StoreError):
+            handle({"id": "raw-key-h"}, None)
+    finally:
+        assert effects == []
+        assert store.client.hgetall(name) == {
+            k.encode(): v if isinstance(v, bytes) else v.encode() for k, v in stored.items()
+        }
+
+
+# -- an operator's clock -----------------------------------------------------------------------
+
+
+OPERATORS_CLOCK = pytest.mark.xfail(
+    strict=True,
+    reason="after an operator whose clock is off releases a running call's key, the call's "
+    "completion expires by the operator's clock: an hour ahead, the result is deleted at "
+    "once and the retry runs the effect again; an hour behind, it is kept an hour past its TTL",
+)
+
+
+@pytest.mark.parametrize(
+    "offset_ms",
+    [
+        pytest.param(0, id="true"),
+        pytest.param(HOUR, id="ahead", marks=OPERATORS_CLOCK),
+        pytest.param(-HOUR, id="behind", marks=OPERATORS_CLOCK),
+    ],
+)
+def test_a_completion_after_an_operators_release_lives_its_ttl_whatever_the_operators_clock(
+    valkey_node: ValkeyServer, offset_ms: int
+) -> None:
+    """Promise: a record and its result live until their TTL on the server's clock, and the
+    effect runs once while it lives. An operator force-releases a running call's key
+    (`release_version`, as `release --force` does) from a laptop whose clock is an hour off;
+    the call goes on and completes over its own tombstone (docs: its effect is recorded, not
+    run again). Its completed record must live its TTL (60 s), no less, no more."""
+    store = fresh(valkey_node.url)
+    operator = fresh(valkey_node.url)
+    operator.prefix = store.prefix
+    effects: list[str] = []
+
+    def body(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        if len(effects) == 1:
+            shown = operator.get(operator.layout.record_key("op", None, event["id"]))
+            assert shown is not None
+            assert operator.release_version(shown, now_ms=now_ms() + offset_ms)[0]
+        return f"answer-{len(effects)}"
+
+    handle = idempotent(key="id", store=store, namespace="op", ttl_seconds=60, cache_size=0)(body)
+    assert handle({"id": "o-1"}, None) == "answer-1"
+    name = store.key_of(store.layout.record_key("op", None, "o-1"))
+    left_ms = store.client.pttl(name)
+    assert handle({"id": "o-1"}, None) == "answer-1"
+    assert effects == ["o-1"]
+    assert 55_000 <= left_ms <= 65_000, f"the result is kept {left_ms} ms (TTL 60 s)"
+
+
+def test_an_operators_release_wakes_the_waiters_and_one_runs_at_once(
+    valkey_node: ValkeyServer,
+) -> None:
+    """Promise: waiters are woken when the key is released, by the operator's release too: a
+    duplicate waiting on a hung holder's 30 s lease runs right after the operator frees the
+    key (well within a poll interval), not when the lease ends."""
+    store = fresh(valkey_node.url)
+    pk = store.layout.record_key("wake", None, "w-1")
+    assert claim(store, pk, lease_ms=30_000)  # the holder hangs
+    effects: list[str] = []
+    released_at: list[float] = []
+    waiter = idempotent(
+        key="id",
+        store=store,
+        namespace="wake",
+        cache_size=0,
+        on_in_progress="wait",
+        max_wait_seconds=10,
+    )(lambda event, context: effects.append(event["id"]) or time.monotonic())
+
+    def operator() -> None:
+        time.sleep(1.0)  # the waiter is blocked by now
+        shown = store.get(pk)
+        assert shown is not None
+        released_at.append(time.monotonic())
+        assert store.release_version(shown, now_ms=now_ms())[0]
+
+    thread = threading.Thread(target=operator)
+    thread.start()
+    ran_at = waiter({"id": "w-1"}, None)
+    thread.join(10)
+    assert effects == ["w-1"]
+    assert released_at and 0 <= ran_at - released_at[0] <= 0.3, ran_at - released_at[0]
+
+
+# -- a caller's clock, far off -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("offset_ms", [10 * HOUR, -10 * HOUR], ids=["ahead", "behind"])
+def test_retry_after_for_a_caller_ten_hours_off_is_the_servers_lease_to_the_second(
+    valkey_node: ValkeyServer, offset_ms: int
+) -> None:
+    """Promise: a caller whose clock is hours off is told a right Retry-After: the holder's
+    30 s lease as the server keeps it (31 s: the first whole second after it), neither 0
+    (a caller hammering the server) nor hours."""
+    store = fresh(valkey_node.url)
+    running, finish = threading.Event(), threading.Event()
+
+    def body(event: dict[str, Any], context: Any) -> str:
+        running.set()
+        finish.wait(10)
+        return "done"
+
+    options: dict[str, Any] = {
+        "key": "id",
+        "store": store,
+        "lease_seconds": 30,
+        "clock_skew_seconds": 0,
+        "cache_size": 0,
+    }
+    holder = idempotent(**options)(body)
+    off = idempotent(clock=SkewedClock(offset_ms), **options)(body)
+    thread = threading.Thread(target=lambda: holder({"id": "ra"}, None))
+    thread.start()
+    try:
+        assert running.wait(10)
+        time.sleep(1.0)
+        with pytest.raises(InProgressError) as caught:
+            off({"id": "ra"}, None)
+    finally:
+        finish.set()
+        thread.join(10)
+    assert caught.value.retry_after is not None
+    assert 29 <= caught.value.retry_after <= 31
+
+
+class SteppingClock(SkewedClock):
+    """The real clock, stepped by `step` (NTP correcting a container's clock mid-call)."""
+
+    def step(self, offset_ms: int) -> None:
+        self.offset_ms += offset_ms
+
+
+CLOCK_STEPPED = pytest.mark.xfail(
+    strict=True,
+    reason="the store maps a holder's times to the server's clock by the offset measured at "
+    "its claim: when the holder's clock is stepped back an hour mid-call, its heartbeat stops "
+    "holding the key (a duplicate runs the effect again while it beats) and its result is "
+    "deleted as it completes (the next call runs again); stepped forward, one beat holds a "
+    "hung holder's key for an hour, and its result is kept an hour past its TTL",
+)
+
+
+@pytest.mark.parametrize(
+    "step_ms",
+    [
+        pytest.param(0, id="none"),
+        pytest.param(-HOUR, id="back", marks=CLOCK_STEPPED),
+        pytest.param(HOUR, id="forward", marks=CLOCK_STEPPED),
+    ],
+)
+def test_a_holders_clock_stepped_mid_call_keeps_its_heartbeat_lease_on_the_servers_clock(
+    valkey_node: ValkeyServer, step_ms: int
+) -> None:
+    """Promise: leases are kept on the server's clock, so callers' clocks stop mattering,
+    heartbeats included: while a holder beats, a duplicate is refused; once it hangs, the key
+    frees about one extension later. Here the holder's clock is stepped mid-call."""
+    from lambda_idempotency import current_execution
+
+    store = fresh(valkey_node.url)
+    clock = SteppingClock(0)
+    effects: list[str] = []
+    beating, hung = threading.Event(), threading.Event()
+
+    def body(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        with current_execution().heartbeat(every=0.2, extend_by=1):
+            time.sleep(0.5)
+            clock.step(step_ms)
+            time.sleep(2.0)  # past its first 1 s lease, beating
+            beating.set()
+            time.sleep(0.5)
+        hung.wait(20)  # hangs without a heartbeat: its last extension runs out
+        return "holder"
+
+    options: dict[str, Any] = {
+        "key": "id",
+        "store": store,
+        "namespace": "step",
+        "clock_skew_seconds": 0,
+        "cache_size": 0,
+    }
+    holder = idempotent(lease_seconds=1, clock=clock, **options)(body)
+    duplicate = idempotent(lease_seconds=5, **options)(
+        lambda event, context: effects.append("duplicate") or "duplicate"
+    )
+    outcome: list[Any] = []
+
+    def run_holder() -> None:
+        try:
+            outcome.append(holder({"id": "st"}, None))
+        except Exception as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run_holder, daemon=True)
+    thread.start()
+    try:
+        assert beating.wait(10)
+        with pytest.raises(InProgressError):
+            duplicate({"id": "st"}, None)
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                answer = duplicate({"id": "st"}, None)
+                break
+            except InProgressError:
+                assert time.monotonic() < deadline, "the key stayed locked past its lease"
+                time.sleep(0.2)
+        assert answer == "duplicate"
+    finally:
+        hung.set()
+        thread.join(10)
+    assert effects == ["st", "duplicate"]
+
+
+@pytest.mark.parametrize(
+    "step_ms",
+    [
+        pytest.param(0, id="none"),
+        pytest.param(-HOUR, id="back", marks=CLOCK_STEPPED),
+        pytest.param(HOUR, id="forward", marks=CLOCK_STEPPED),
+    ],
+)
+def test_a_result_completed_after_the_holders_clock_stepped_lives_its_ttl(
+    valkey_node: ValkeyServer, step_ms: int
+) -> None:
+    """Promise: a record and its result live until their TTL on the server's clock, and the
+    effect runs once while it does. The holder's clock is stepped (by NTP) while it runs:
+    its completed result must still live 60 s on the server, so another container replays
+    it rather than running the effect again (and it is not kept an hour past its TTL)."""
+    store = fresh(valkey_node.url)
+    clock = SteppingClock(0)
+    effects: list[str] = []
+
+    def body(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        if len(effects) == 1:
+            clock.step(step_ms)
+        return f"answer-{len(effects)}"
+
+    options: dict[str, Any] = {"key": "id", "store": store, "namespace": "ttl", "ttl_seconds": 60}
+    holder = idempotent(clock=clock, **options)(body)
+    other = idempotent(cache_size=0, **options)(body)
+    assert holder({"id": "s-1"}, None) == "answer-1"
+    left_ms = store.client.pttl(store.key_of(store.layout.record_key("ttl", None, "s-1")))
+    assert other({"id": "s-1"}, None) == "answer-1"
+    assert effects == ["s-1"]
+    assert 55_000 <= left_ms <= 65_000, f"the result is kept {left_ms} ms (TTL 60 s)"
