@@ -421,3 +421,162 @@ def test_a_result_completed_after_the_holders_clock_stepped_lives_its_ttl(
     assert other({"id": "s-1"}, None) == "answer-1"
     assert effects == ["s-1"]
     assert 55_000 <= left_ms <= 65_000, f"the result is kept {left_ms} ms (TTL 60 s)"
+
+
+# -- cluster: a slot moving mid-call -------------------------------------------------------------
+
+
+def _migrate(ports: dict[str, int], slot: int, source: str, target: str, *, finish: bool) -> None:
+    """Move `slot`'s keys from node `source` to `target` (ids), as `valkey-cli --cluster
+    reshard` does; `finish` hands the slot over (MOVED), else leaves it migrating (ASK)."""
+    import redis
+
+    src = redis.Redis(port=ports[source])
+    dst = redis.Redis(port=ports[target])
+    try:
+        dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source)
+        src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target)
+        keys = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1000)
+        if keys:
+            src.execute_command("MIGRATE", "127.0.0.1", ports[target], "", 0, 5000, "KEYS", *keys)
+        if finish:
+            for port in ports.values():
+                redis.Redis(port=port).execute_command("CLUSTER", "SETSLOT", slot, "NODE", target)
+    finally:
+        src.close()
+        dst.close()
+
+
+@pytest.mark.parametrize("finish", [True, False], ids=["moved", "ask"])
+def test_a_slot_migrated_mid_call_keeps_one_run_and_its_result(
+    valkey_cluster: Any, finish: bool
+) -> None:
+    """Promise: MOVED or ASK mid-call gives a correct answer or a typed error, never a second
+    effect. While the holder runs, its key's slot is resharded to another node (completely:
+    MOVED; or its keys moved with the slot still migrating: ASK). Its completion lands on
+    the new node; a duplicate during the move and the retry after it replay or are refused."""
+    import redis
+
+    store = fresh(valkey_cluster.url, cluster=True)
+    ports: dict[str, int] = {}
+    for node in valkey_cluster.nodes:
+        with redis.Redis(port=node.port) as client:
+            ports[client.execute_command("CLUSTER", "MYID").decode()] = node.port
+    name = store.key_of(store.layout.record_key("mig", None, "m-1"))
+    slot = store.client.keyslot(name)
+    source = store.client.get_node_from_key(name).name
+    source_id = next(i for i, p in ports.items() if source.endswith(f":{p}"))
+    target_id = next(i for i in ports if i != source_id)
+    effects: list[str] = []
+    answers: list[Any] = []
+
+    def body(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        if len(effects) == 1:
+            _migrate(ports, slot, source_id, target_id, finish=finish)
+            try:
+                answers.append(other({"id": "m-1"}, None))
+            except (InProgressError, StoreError) as exc:
+                answers.append(type(exc).__name__)
+        return "done"
+
+    handle = idempotent(key="id", store=store, namespace="mig", cache_size=0)(body)
+    other_store = fresh(valkey_cluster.url, cluster=True)
+    other_store.prefix = store.prefix
+    other = idempotent(key="id", store=other_store, namespace="mig", cache_size=0)(body)
+    try:
+        assert handle({"id": "m-1"}, None) == "done"
+        counts = []
+        for node_id in (source_id, target_id):  # the record lives on the new node only
+            with redis.Redis(port=ports[node_id]) as node:
+                counts.append(node.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot))
+        assert counts[0] == 0 and counts[1] >= 1, counts
+        assert other({"id": "m-1"}, None) == "done"
+        assert handle({"id": "m-1"}, None) == "done"
+    finally:
+        if not finish:  # hand the slot over, then back where it was
+            _migrate(ports, slot, source_id, target_id, finish=True)
+        _migrate(ports, slot, target_id, source_id, finish=True)
+    assert effects == ["m-1"]
+    assert answers in (["InProgressError"], ["StoreError"]), answers
+
+
+# -- clocks decades off ----------------------------------------------------------------------------
+
+YEAR = 365 * 86_400_000
+
+
+@pytest.mark.parametrize(
+    "offset_ms", [-100 * YEAR, 100 * YEAR], ids=["reset-to-1970s", "a-century-ahead"]
+)
+def test_a_holder_whose_clock_is_decades_off_runs_once_and_keeps_its_lease_and_ttl(
+    valkey_node: ValkeyServer, offset_ms: int
+) -> None:
+    """Promise: callers' clocks stop mattering, not only by hours: a container whose clock
+    was reset (to a few seconds past 1970) or runs a century ahead holds its
+    30 s lease as the server keeps it (Retry-After to a true clock about 31 s), its result
+    replays and lives its 60 s TTL on the server."""
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+    running, finish = threading.Event(), threading.Event()
+    ahead = max(offset_ms, -now_ms() + 5_000)  # never before 1970
+
+    def body(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        running.set()
+        finish.wait(10)
+        return f"answer-{len(effects)}"
+
+    options: dict[str, Any] = {
+        "key": "id",
+        "store": store,
+        "namespace": "dec",
+        "lease_seconds": 30,
+        "ttl_seconds": 60,
+        "clock_skew_seconds": 0,
+        "cache_size": 0,
+    }
+    holder = idempotent(clock=SkewedClock(ahead), **options)(body)
+    true = idempotent(**options)(body)
+    answers: list[str] = []
+    thread = threading.Thread(target=lambda: answers.append(holder({"id": "d-1"}, None)))
+    thread.start()
+    try:
+        assert running.wait(10)
+        with pytest.raises(InProgressError) as caught:
+            true({"id": "d-1"}, None)
+    finally:
+        finish.set()
+        thread.join(10)
+    assert caught.value.retry_after is not None and 29 <= caught.value.retry_after <= 32
+    assert answers == ["answer-1"]
+    assert true({"id": "d-1"}, None) == "answer-1"
+    left_ms = store.client.pttl(store.key_of(store.layout.record_key("dec", None, "d-1")))
+    assert 55_000 <= left_ms <= 61_000
+    assert effects == ["d-1"]
+
+
+@pytest.mark.parametrize("offset_ms", [HOUR, -HOUR], ids=["ahead", "behind"])
+def test_a_tombstone_released_on_a_clock_an_hour_off_stops_only_its_own_delayed_claim(
+    valkey_node: ValkeyServer, offset_ms: int
+) -> None:
+    """Promise: a released key cannot be re-locked by a delayed copy of the released
+    request, whatever the releaser's clock: the copy (its owner, its stale times) is
+    refused, any other claim takes the key at once."""
+    store = fresh(valkey_node.url)
+    pk = store.layout.record_key("tomb", None, "t-1")
+    who = secrets.token_hex(12)
+    sent = now_ms() + offset_ms
+    arguments: dict[str, Any] = {
+        "owner": who,
+        "payload_hash": None,
+        "now_ms": sent,
+        "lease_until_ms": sent + 30_000,
+        "expiration_s": sent // 1000 + 3600,
+        "skew_ms": 0,
+    }
+    assert store.claim(pk, **arguments)[0]
+    assert store.release(pk, owner=who, now_ms=now_ms() + offset_ms)
+    won, held = store.claim(pk, **arguments)  # the delayed copy
+    assert not won and held is not None and held.owner == who
+    assert claim(store, pk)  # anyone else
