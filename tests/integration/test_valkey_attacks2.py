@@ -580,3 +580,68 @@ def test_a_tombstone_released_on_a_clock_an_hour_off_stops_only_its_own_delayed_
     won, held = store.claim(pk, **arguments)  # the delayed copy
     assert not won and held is not None and held.owner == who
     assert claim(store, pk)  # anyone else
+
+
+# -- a durable execution resumed in a container whose clock differs ------------------------------
+
+CONTAINERS_CLOCKS = pytest.mark.xfail(
+    strict=True,
+    reason="a durable execution's completion expires by the clock of the container that "
+    "first claimed the key, applied to the completing container's times: resumed in a "
+    "container an hour behind, its result is deleted as it is written and the key's next "
+    "call runs the effect again; an hour ahead, it is kept an hour past its TTL",
+)
+
+
+@pytest.mark.parametrize(
+    "offset_ms",
+    [
+        pytest.param(0, id="same"),
+        pytest.param(-HOUR, id="behind", marks=CONTAINERS_CLOCKS),
+        pytest.param(HOUR, id="ahead", marks=CONTAINERS_CLOCKS),
+    ],
+)
+def test_a_durable_execution_resumed_in_a_container_whose_clock_differs_keeps_its_ttl(
+    valkey_node: ValkeyServer, offset_ms: int
+) -> None:
+    """Promise: callers' clocks stop mattering, and a result lives its TTL on the server's
+    clock. A durable execution claims the key in one container, suspends, and is resumed
+    in another whose clock is an hour off (the case of every pair of callers); it completes
+    there. The result must live its 60 s on the server, and replay to the key's next call."""
+    from types import SimpleNamespace
+
+    from aws_durable_execution_sdk_python.exceptions import SuspendExecution
+
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+
+    def context(arn: str) -> Any:
+        execution = SimpleNamespace(durable_execution_arn=arn)
+        return SimpleNamespace(execution_context=execution, state=None, lambda_context=None)
+
+    def body(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        if len(effects) == 1:
+            raise SuspendExecution("wait for the callback")
+        return f"receipt-{len(effects)}"
+
+    options: dict[str, Any] = {
+        "key": "id",
+        "namespace": "dur",
+        "ttl_seconds": 60,
+        "clock_skew_seconds": 0,
+        "cache_size": 0,
+    }
+    first = idempotent(store=store, **options)(body)
+    resumed_store = fresh(valkey_node.url)
+    resumed_store.prefix = store.prefix
+    resumed = idempotent(store=resumed_store, clock=SkewedClock(offset_ms), **options)(body)
+    execution = context(f"arn:aws:lambda:eu-west-1:1:function:f/durable-execution/{uuid.uuid4()}")
+    with pytest.raises(SuspendExecution):
+        first({"id": "x-1"}, execution)
+    assert resumed({"id": "x-1"}, execution) == "receipt-2"
+    left_ms = store.client.pttl(store.key_of(store.layout.record_key("dur", None, "x-1")))
+    another = context(f"arn:aws:lambda:eu-west-1:1:function:f/durable-execution/{uuid.uuid4()}")
+    assert first({"id": "x-1"}, another) == "receipt-2"
+    assert effects == ["x-1", "x-1"]  # the body twice (suspended, resumed), one execution
+    assert 55_000 <= left_ms <= 61_000, f"the result is kept {left_ms} ms (TTL 60 s)"
