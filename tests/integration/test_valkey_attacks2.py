@@ -198,6 +198,45 @@ def test_a_foreign_key_beside_the_record_loses_no_result(valkey_node: ValkeyServ
     assert store.client.get(name + ":waiters") == b"someone else's"
 
 
+SCAN_BY_HOLDERS_CLOCK = pytest.mark.xfail(
+    strict=True,
+    reason="scan_stuck judges a claim's age by the holder's own clock (claimed_at): a claim "
+    "made a second ago by a holder whose clock runs an hour behind is listed as stuck for an "
+    "hour (an operator releasing what it lists would free a live key)",
+)
+
+
+@pytest.mark.parametrize(
+    "offset_ms",
+    [pytest.param(0, id="true"), pytest.param(-HOUR, id="behind", marks=SCAN_BY_HOLDERS_CLOCK)],
+)
+def test_scan_stuck_does_not_list_a_claim_made_a_second_ago_by_a_holder_whose_clock_is_off(
+    valkey_node: ValkeyServer, offset_ms: int
+) -> None:
+    """Promise: callers' clocks stop mattering; the operator's way to find stuck claims on
+    Valkey is `scan_stuck` (docs). Asked for claims made more than ten minutes ago, it must
+    not list a live claim made a second ago, whatever its holder's clock says."""
+    store = fresh(valkey_node.url)
+    pk = store.layout.record_key("scan", None, "s-1")
+    sent = now_ms() + offset_ms
+    assert store.claim(
+        pk,
+        owner=secrets.token_hex(12),
+        payload_hash=None,
+        now_ms=sent,
+        lease_until_ms=sent + 900_000,
+        expiration_s=sent // 1000 + 3600,
+    )[0]
+    time.sleep(1.0)
+    now = now_ms()
+    found = [
+        record.pk
+        for page in store.scan_stuck(claimed_before_ms=now - 600_000, now_ms=now)
+        for record in page.records
+    ]
+    assert found == []
+
+
 # -- an operator's clock -----------------------------------------------------------------------
 
 
