@@ -198,6 +198,46 @@ def test_a_foreign_key_beside_the_record_loses_no_result(valkey_node: ValkeyServ
     assert store.client.get(name + ":waiters") == b"someone else's"
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a claim whose lease fields disagree (lease_until long past, frees_at far ahead) "
+    "is judged lapsed by the waiter and held by the server's claim script: the waiter loops "
+    "claim-refused-claim with no pause, thousands of commands a second, until its cap",
+)
+def test_a_claim_whose_lease_fields_disagree_does_not_make_a_waiter_hammer_the_server(
+    valkey_node: ValkeyServer,
+) -> None:
+    """Promise: hostile values give a typed error or a measured wait, and waiters never poll
+    in a storm. A claim sits under the key whose `lease_until` says it lapsed long ago while
+    its `frees_at` (what the server's claim decides by) says it holds for years: a waiter
+    (1 s cap) must not run, and must not send more than a poll's pace of commands."""
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+    handle = idempotent(
+        key="id",
+        store=store,
+        namespace="storm",
+        cache_size=0,
+        on_in_progress="wait",
+        max_wait_seconds=1,
+    )(lambda event, context: effects.append(event["id"]) or "ran")
+    name = store.key_of(store.layout.record_key("storm", None, "s-1"))
+    stored = {"status": "IN_PROGRESS", "owner": "x", "expiration": FUTURE, "lease_until": "1000"}
+    store.client.hset(name, mapping={**stored, "frees_at": "9" * 15})
+    sent = {"commands": 0}
+    original = store.client.execute_command
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        sent["commands"] += 1
+        return original(*args, **kwargs)
+
+    store.client.execute_command = counting
+    with pytest.raises((InProgressError, StoreError)):
+        handle({"id": "s-1"}, None)
+    assert effects == []
+    assert sent["commands"] <= 60, f"{sent['commands']} commands in a 1 s wait"
+
+
 SCAN_BY_HOLDERS_CLOCK = pytest.mark.xfail(
     strict=True,
     reason="scan_stuck judges a claim's age by the holder's own clock (claimed_at): a claim "
