@@ -748,3 +748,39 @@ def test_a_durable_execution_resumed_in_a_container_whose_clock_differs_keeps_it
     assert first({"id": "x-1"}, another) == "receipt-2"
     assert effects == ["x-1", "x-1"]  # the body twice (suspended, resumed), one execution
     assert 55_000 <= left_ms <= 61_000, f"the result is kept {left_ms} ms (TTL 60 s)"
+
+
+@pytest.mark.parametrize("offset_ms", [HOUR, 10 * HOUR], ids=["an-hour", "ten-hours"])
+def test_a_waiter_whose_clock_runs_ahead_takes_over_a_crashed_holder_when_its_lease_ends(
+    valkey_node: ValkeyServer, offset_ms: int
+) -> None:
+    """Promise: a waiter whose clock runs ahead neither takes over a live lease (its clock
+    says the lease ended hours ago) nor hammers the server: it takes over a crashed
+    holder's 1 s lease about when the lease ends on the server, at a poll's pace."""
+    store = fresh(valkey_node.url)
+    pk = store.layout.record_key("ahead", None, "k")
+    assert claim(store, pk, lease_ms=1_000)  # the holder crashes here
+    started = time.monotonic()
+    sent = {"commands": 0}
+    original = store.client.execute_command
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        sent["commands"] += 1
+        return original(*args, **kwargs)
+
+    store.client.execute_command = counting
+    effects: list[str] = []
+    waiter = idempotent(
+        key="id",
+        store=store,
+        namespace="ahead",
+        cache_size=0,
+        clock_skew_seconds=0,
+        on_in_progress="wait",
+        max_wait_seconds=5,
+        clock=SkewedClock(offset_ms),
+    )(lambda event, context: effects.append(event["id"]) or time.monotonic())
+    ran_at = waiter({"id": "k"}, None)
+    assert effects == ["k"]
+    assert 0.9 <= ran_at - started <= 2.0, ran_at - started
+    assert sent["commands"] <= 40, f"{sent['commands']} commands"
