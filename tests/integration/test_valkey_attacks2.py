@@ -353,12 +353,22 @@ def test_an_operators_release_wakes_the_waiters_and_one_runs_at_once(
         released_at.append(time.monotonic())
         assert store.release_version(shown, now_ms=now_ms())[0]
 
+    woken: list[Any] = []
+    blocking = store.client.blpop
+
+    def spying(*args: Any, **kwargs: Any) -> Any:
+        answer = blocking(*args, **kwargs)
+        woken.append(answer)
+        return answer
+
+    store.client.blpop = spying
     thread = threading.Thread(target=operator)
     thread.start()
     ran_at = waiter({"id": "w-1"}, None)
     thread.join(10)
     assert effects == ["w-1"]
-    assert released_at and 0 <= ran_at - released_at[0] <= 0.3, ran_at - released_at[0]
+    assert any(answer is not None for answer in woken), "no wake-up reached the waiter"
+    assert released_at and 0 <= ran_at - released_at[0] <= 0.4, ran_at - released_at[0]
 
 
 # -- a caller's clock, far off -------------------------------------------------------------------
@@ -788,5 +798,5 @@ def test_a_waiter_whose_clock_runs_ahead_takes_over_a_crashed_holder_when_its_le
     )(lambda event, context: effects.append(event["id"]) or time.monotonic())
     ran_at = waiter({"id": "k"}, None)
     assert effects == ["k"]
-    assert 0.9 <= ran_at - started <= 2.0, ran_at - started
+    assert 0.9 <= ran_at - started <= 3.0, ran_at - started
     assert sent["commands"] <= 40, f"{sent['commands']} commands"
