@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 from lambda_idempotency import (
     DynamoDBStore,
+    NewerFormatError,
     ResultNotSerializableError,
     ResultTooLargeError,
     StoreError,
@@ -53,7 +54,7 @@ from lambda_idempotency._stores.encoding import (
     rehydrate,
     unpack,
 )
-from lambda_idempotency._stores.record import Record, Status
+from lambda_idempotency._stores.record import FORMAT_VERSION, Record, Status
 from tests.unit import encoding_v1
 
 # -- the records' attributes ----------------------------------------------------------------
@@ -126,7 +127,7 @@ LAYOUTS = {"native": NATIVE_LAYOUT, "powertools": POWERTOOLS_LAYOUT}
 
 def names_of(layout: Layout) -> list[str]:
     extra = [layout.data] if layout.data else []
-    return [layout.key, "status", *layout.numbers, *layout.texts, layout.result, *extra]
+    return [layout.key, "status", *layout.numbers, *layout.texts, layout.result, *extra, "fmt"]
 
 
 def reference(layout: Layout, item: Mapping[str, Any]) -> Record | None:
@@ -143,6 +144,9 @@ def reference(layout: Layout, item: Mapping[str, Any]) -> Record | None:
     try:
         pk, status_text = get(layout.key, "S", (str,)), get("status", "S", (str,))
         if pk is None or status_text not in layout.statuses:
+            return None
+        version = get("fmt", "N", (str,))  # the format version: absent, or this version's
+        if version is not None and int(version) != FORMAT_VERSION:
             return None
         integers: dict[str, int | None] = {}
         for name in layout.numbers:
@@ -179,6 +183,10 @@ def check_record(layout: Layout, item: dict[str, Any], step: str = "get") -> Rec
     expected = reference(layout, item)
     try:
         decoded = layout.store._record(item, step, "asked-pk")
+    except NewerFormatError as exc:  # read before all but the key: whatever else it holds
+        assert int(item["fmt"]["N"]) > FORMAT_VERSION and exc.step == step
+        assert exc.retryable and not exc.maybe_applied
+        return None
     except StoreError as exc:
         assert expected is None, f"a valid record refused: {exc}"
         assert exc.code in UNREADABLE_CODES and exc.step == step
