@@ -74,11 +74,6 @@ def claim(store: ValkeyStore, pk: str, *, lease_ms: int = 30_000, skew_ms: int =
 FUTURE = "9999999999"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a record field holding bytes that are not UTF-8 escapes as a raw "
-    "UnicodeDecodeError, not the StoreError every other unreadable record gives",
-)
 @pytest.mark.parametrize(
     "stored",
     [

@@ -525,7 +525,7 @@ class ValkeyStore:
         fmt = _integer(fields.get("fmt", b"1"), pk, step)
         if fmt > FORMAT_VERSION:
             raise NewerFormatError(key_hash=pk, format_version=fmt, known=FORMAT_VERSION, step=step)
-        status = _STATUSES.get(_text(fields.get("status", b"")))
+        status = _STATUSES.get(_string(fields.get("status", b""), pk, step))
         if status is None:
             raise unreadable(
                 UNKNOWN_RECORD_STATUS, "a status this library never writes", key_hash=pk, step=step
@@ -543,8 +543,8 @@ class ValkeyStore:
             status,
             _integer(fields["expiration"], pk, step),
             numbers.get("lease_until"),
-            None if owner is None else _text(owner),
-            None if digest is None else _text(digest),
+            None if owner is None else _string(owner, pk, step),
+            None if digest is None else _string(digest, pk, step),
             None if result is None else bytes(result),
             numbers.get("claimed_at"),
             numbers.get("completed_at"),
@@ -646,6 +646,16 @@ def _blank(value: int | None) -> int | str:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _string(value: Any, pk: str, step: str) -> str:
+    """A text field as read: bytes that are not UTF-8 are no record this library wrote."""
+    try:
+        return _text(value)
+    except UnicodeDecodeError as exc:
+        raise unreadable(
+            STORED_RECORD_UNREADABLE, "a text that is not UTF-8", key_hash=pk, step=step
+        ) from exc
 
 
 def _integer(value: Any, pk: str, step: str) -> int:
