@@ -398,7 +398,12 @@ class ValkeyStore:
                 return
             records, unreadable_keys = [], []
             for name in page:
-                pk = self.pk_of(name)
+                try:
+                    pk = self.pk_of(name)
+                except UnicodeDecodeError:  # not a name this library writes: listed, not read
+                    inner = name[len(self.prefix.encode()) + 1 : -1]
+                    unreadable_keys.append(inner.decode(errors="backslashreplace"))
+                    continue
                 if pk is None:
                     continue
                 try:
