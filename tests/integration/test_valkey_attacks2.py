@@ -120,12 +120,6 @@ def test_scan_stuck_lists_a_key_whose_name_is_not_utf8_as_unreadable_and_goes_on
     assert [pk for page in pages for pk in page.unreadable] == ["\\xff\\xfe"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a hash under a record's key that this library did not write (no status, a "
-    "hex or huge number, a claim without its lease fields) is overwritten by the next "
-    "claim and the handler runs: the foreign data, or a completed result, is lost",
-)
 @pytest.mark.parametrize(
     "stored",
     [

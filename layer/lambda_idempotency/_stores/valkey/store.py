@@ -52,6 +52,7 @@ primary that dies before its replica received it is lost (asynchronous replicati
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import threading
 import time
@@ -95,7 +96,7 @@ ENLISTED_WRITES_REFUSED = (
     "handler (idempotently), or keep this function's records in a DynamoDBStore"
 )
 _STATUSES = {status.value: status for status in Status}
-_INTEGERS = ("lease_until", "claimed_at", "completed_at")
+_DECIMAL = re.compile(rf"-?[0-9]{{1,{scripts.DIGITS}}}")
 
 
 def _redis() -> Any:
@@ -535,18 +536,23 @@ class ValkeyStore:
             raise unreadable(
                 UNKNOWN_RECORD_STATUS, "a status this library never writes", key_hash=pk, step=step
             )
-        if "expiration" not in fields:
-            raise unreadable(STORED_RECORD_UNREADABLE, "no expiration", key_hash=pk, step=step)
-        numbers = {name: _integer(fields[name], pk, step) for name in _INTEGERS if name in fields}
+        # Readable as the claim script's `readable` has it (scripts.NEEDS, NUMBERS, DIGITS):
+        # what this reader refuses, the server never overwrites.
+        missing = [name for name in scripts.NEEDS[status.value] if name not in fields]
+        if missing:
+            raise unreadable(STORED_RECORD_UNREADABLE, f"no {missing[0]}", key_hash=pk, step=step)
+        numbers = {
+            name: _integer(fields[name], pk, step) for name in scripts.NUMBERS if name in fields
+        }
         owner, digest = fields.get("owner"), fields.get("payload_hash")
         result = fields.get("result")
         read_at = None
-        if server_ms is not None and "offset_ms" in fields:
-            read_at = int(server_ms) + _integer(fields["offset_ms"], pk, step)
+        if server_ms is not None and "offset_ms" in numbers:
+            read_at = int(server_ms) + numbers["offset_ms"]
         return Record(
             pk,
             status,
-            _integer(fields["expiration"], pk, step),
+            numbers["expiration"],
             numbers.get("lease_until"),
             None if owner is None else _string(owner, pk, step),
             None if digest is None else _string(digest, pk, step),
@@ -664,8 +670,13 @@ def _string(value: Any, pk: str, step: str) -> str:
 
 
 def _integer(value: Any, pk: str, step: str) -> int:
+    """A number as this library writes it: strict decimal, at most `scripts.DIGITS` digits
+    (as the claim script's `integer`: Python's int alone takes `1_0`, ` 1`, any length)."""
     try:
-        return int(_text(value))
+        text = _text(value)
+        if not _DECIMAL.fullmatch(text):
+            raise ValueError("not a decimal integer")
+        return int(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise unreadable(
             STORED_RECORD_UNREADABLE, "a number that is no integer", key_hash=pk, step=step
