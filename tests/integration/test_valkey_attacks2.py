@@ -155,13 +155,6 @@ def test_a_hash_with_missing_or_garbled_fields_is_refused_not_overwritten(
         }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a key of another type beside the record (its waiters' set) makes the completion "
-    "script fail after it wrote the result (a script's writes are not undone): the call "
-    "takes it for a refusal and overwrites the stored result with a 'could not be stored' "
-    "marker, so every retry gets an error instead of the first answer",
-)
 def test_a_foreign_key_beside_the_record_loses_no_result(valkey_node: ValkeyServer) -> None:
     """Promise: hostile values in the server give a typed error and lose nothing. A string
     sits where the record's waiters' set would be (`<record>:waiters`): the handler runs
@@ -177,6 +170,29 @@ def test_a_foreign_key_beside_the_record_loses_no_result(valkey_node: ValkeyServ
     assert handle({"id": "w-1"}, None) == "answer-1"
     assert effects == ["w-1"]
     assert store.client.get(name + ":waiters") == b"someone else's"
+
+
+def test_a_completion_script_failing_after_its_write_keeps_the_result(
+    valkey_node: ValkeyServer,
+) -> None:
+    """Promise: a completion that may have landed is never overwritten by the 'could not be
+    stored' marker. The completion script fails after writing the result (a script's writes
+    are not undone): the handler answers, and its retry replays that answer."""
+    from lambda_idempotency._stores.valkey import scripts
+
+    store = fresh(valkey_node.url)
+    failing = scripts.COMPLETE.replace("wake(key)\nreturn 1", "error('after the write')")
+    assert failing != scripts.COMPLETE
+    store._script("get")
+    assert store._scripts is not None
+    store._scripts["complete"] = store.client.register_script(failing)
+    effects: list[str] = []
+    handle = idempotent(key="id", store=store, namespace="f", cache_size=0)(
+        lambda event, context: effects.append(event["id"]) or f"answer-{len(effects)}"
+    )
+    assert handle({"id": "f-1"}, None) == "answer-1"
+    assert handle({"id": "f-1"}, None) == "answer-1"
+    assert effects == ["f-1"]
 
 
 @pytest.mark.xfail(

@@ -120,17 +120,21 @@ local function num(x) return string.format('%.0f', x) end
 """
     + READABLE
     + """-- wake every waiter armed on the record `key` (ARM): one element on each one's own list
--- (only where the record's hash tag is not empty: else keys beside it hash elsewhere)
+-- (only where the record's hash tag is not empty: else keys beside it hash elsewhere).
+-- Called after the write it follows, which a failing call would leave applied and the
+-- caller told it failed: so it never fails (pcall), and a key of another type where a
+-- waiters' set or a list would be is left as it is (its waiters poll)
 local function wake(key)
   local open = string.find(key, '{', 1, true)
   local close = open and string.find(key, '}', open + 1, true)
   if not close or close == open + 1 then return end
   local waiters = key .. ':waiters'
-  local tokens = redis.call('SMEMBERS', waiters)
+  local tokens = redis.pcall('SMEMBERS', waiters)
+  if type(tokens) ~= 'table' or tokens['err'] then return end
   for _, token in ipairs(tokens) do
     local list = key .. ':wake:' .. token
-    redis.call('RPUSH', list, '1')
-    redis.call('PEXPIRE', list, WAKE_KEEP_MS)
+    local pushed = redis.pcall('RPUSH', list, '1')
+    if type(pushed) == 'number' then redis.call('PEXPIRE', list, WAKE_KEEP_MS) end
   end
   if #tokens > 0 then redis.call('DEL', waiters) end
 end

@@ -594,7 +594,10 @@ def _store_error(
     if isinstance(exc, errors.ResponseError) and str(exc).startswith("WRONGTYPE"):
         # The record's key holds no hash: nothing this library wrote. Nothing ran.
         return unreadable(STORED_RECORD_UNREADABLE, "not a hash", key_hash=pk, step=step)
-    return _error(step, name, pk, retryable=False, maybe_applied=False)
+    # A script that failed as it ran (`user_script` in its error) keeps the writes it made
+    # before failing: a writing step's may have landed.
+    ran = isinstance(exc, errors.ResponseError) and "script" in str(exc)
+    return _error(step, name, pk, retryable=False, maybe_applied=writes and ran)
 
 
 def _error(
