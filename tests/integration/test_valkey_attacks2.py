@@ -277,20 +277,12 @@ def test_scan_stuck_does_not_list_a_claim_made_a_second_ago_by_a_holder_whose_cl
 # -- an operator's clock -----------------------------------------------------------------------
 
 
-OPERATORS_CLOCK = pytest.mark.xfail(
-    strict=True,
-    reason="after an operator whose clock is off releases a running call's key, the call's "
-    "completion expires by the operator's clock: an hour ahead, the result is deleted at "
-    "once and the retry runs the effect again; an hour behind, it is kept an hour past its TTL",
-)
-
-
 @pytest.mark.parametrize(
     "offset_ms",
     [
         pytest.param(0, id="true"),
-        pytest.param(HOUR, id="ahead", marks=OPERATORS_CLOCK),
-        pytest.param(-HOUR, id="behind", marks=OPERATORS_CLOCK),
+        pytest.param(HOUR, id="ahead"),
+        pytest.param(-HOUR, id="behind"),
     ],
 )
 def test_a_completion_after_an_operators_release_lives_its_ttl_whatever_the_operators_clock(
@@ -423,13 +415,6 @@ CLOCK_STEPPED = pytest.mark.xfail(
     "beats stop holding the key and a duplicate runs the effect again while it beats; "
     "stepped forward, one beat holds a hung holder's key for an hour",
 )
-RESULT_AFTER_STEP = pytest.mark.xfail(
-    strict=True,
-    reason="a completion's expiry maps to the server's clock by the offset measured at the "
-    "claim: when the holder's clock is stepped back an hour mid-call, its result is deleted "
-    "as it is written and the next call runs the effect again; stepped forward, the result "
-    "is kept an hour past its TTL",
-)
 
 
 @pytest.mark.parametrize(
@@ -508,8 +493,8 @@ def test_a_holders_clock_stepped_mid_call_keeps_its_heartbeat_lease_on_the_serve
     "step_ms",
     [
         pytest.param(0, id="none"),
-        pytest.param(-HOUR, id="back", marks=RESULT_AFTER_STEP),
-        pytest.param(HOUR, id="forward", marks=RESULT_AFTER_STEP),
+        pytest.param(-HOUR, id="back"),
+        pytest.param(HOUR, id="forward"),
     ],
 )
 def test_a_result_completed_after_the_holders_clock_stepped_lives_its_ttl(
@@ -700,21 +685,13 @@ def test_a_tombstone_released_on_a_clock_an_hour_off_stops_only_its_own_delayed_
 
 # -- a durable execution resumed in a container whose clock differs ------------------------------
 
-CONTAINERS_CLOCKS = pytest.mark.xfail(
-    strict=True,
-    reason="a durable execution's completion expires by the clock of the container that "
-    "first claimed the key, applied to the completing container's times: resumed in a "
-    "container an hour behind, its result is deleted as it is written and the key's next "
-    "call runs the effect again; an hour ahead, it is kept an hour past its TTL",
-)
-
 
 @pytest.mark.parametrize(
     "offset_ms",
     [
         pytest.param(0, id="same"),
-        pytest.param(-HOUR, id="behind", marks=CONTAINERS_CLOCKS),
-        pytest.param(HOUR, id="ahead", marks=CONTAINERS_CLOCKS),
+        pytest.param(-HOUR, id="behind"),
+        pytest.param(HOUR, id="ahead"),
     ],
 )
 def test_a_durable_execution_resumed_in_a_container_whose_clock_differs_keeps_its_ttl(

@@ -261,6 +261,10 @@ local key = KEYS[1]
 local f = fields(redis.call('HGETALL', key))
 if f['owner'] ~= ARGV[1] then return 0 end
 local offset, skew = tonumber(f['offset_ms'] or '0'), tonumber(f['skew_ms'] or '0')
+-- the expiration is on the completing caller's clock, read at completed_at: measured anew
+-- (the claim's was another caller's, or another moment's, after an operator's release, a
+-- durable execution resumed elsewhere, a clock stepped mid-call)
+if ARGV[6] ~= '' then offset = tonumber(ARGV[6]) - server_ms() end
 redis.call('DEL', key)
 redis.call('HSET', key, 'status', 'COMPLETED', 'owner', ARGV[1], 'expiration', ARGV[3],
   'result', ARGV[4], 'fmt', '1', 'offset_ms', num(offset), 'skew_ms', num(skew))
@@ -278,7 +282,11 @@ The COMPLETED record with its result, only where the record still carries our ow
 a claim whose lease lapsed and was taken over writes nothing (the new holder's record
 stays). Over our own record in any status (an operator's forced release of a holder still
 running: its effect is recorded, not run again), and the same completion sent again
-writes the same record. Its expiry maps by the claim's offset."""
+writes the same record. Its expiry maps by the offset measured at the completion, from
+`completed_at_ms` (the caller's clock when it computed the expiration): the claim's offset
+belongs to the claimer's clock at the claim, which need not be the completing caller's, nor
+its clock now. A completion sent again later measures a smaller offset, so its result lives
+that much longer (the retry's delay), never shorter. Without `completed_at_ms`, the claim's."""
 
 RELEASE = (
     PRELUDE
