@@ -387,8 +387,13 @@ class ValkeyStore:
         self, *, claimed_before_ms: int, now_ms: int, page_size: int | None = None
     ) -> Iterator[ScanPage]:
         """Live IN_PROGRESS records claimed before a time: SCAN over every primary (a cluster
-        client scans each), then each hash read. `capacity_units` is 0: Valkey bills none."""
+        client scans each), then each hash read. `capacity_units` is 0: Valkey bills none.
+
+        Judged on the server's clock, as the claims are: a record's `claimed_at` maps by its
+        own offset (its holder's clock), `claimed_before_ms` by the operator's, measured as
+        `now_ms` against the server's clock at the scan's first read."""
         size = page_size or 100
+        operator_offset: int | None = None
         match = _glob_escape(self.prefix) + "{*}"
         keys = self._call(
             "scan", None, lambda client: iter(client.scan_iter(match=match, count=size))
@@ -421,11 +426,13 @@ class ValkeyStore:
                 except StoreError:
                     unreadable_keys.append(pk)
                     continue
+                if operator_offset is None:
+                    operator_offset = now_ms - int(server_ms)
                 if (
                     record is not None
                     and record.status is Status.IN_PROGRESS
                     and not record.is_expired(record.judged_at(now_ms))
-                    and (record.claimed_at is None or record.claimed_at < claimed_before_ms)
+                    and _claimed_before(record, claimed_before_ms, operator_offset, server_ms)
                 ):
                     records.append(record)
             yield ScanPage(records, len(page), 0.0, unreadable_keys)
@@ -611,6 +618,19 @@ def _error(
         maybe_applied=maybe_applied,
         step=step,
     )
+
+
+def _claimed_before(record: Record, before_ms: int, operator_offset: int, server_ms: int) -> bool:
+    """Whether `record` was claimed before the operator's `before_ms`, both mapped to the
+    server's clock: its `claimed_at` by its offset (`read_at_ms` less the server's clock at
+    the read), `before_ms` by the operator's. As they are where it has no offset; always
+    when it has no `claimed_at`."""
+    if record.claimed_at is None:
+        return True
+    if record.read_at_ms is None:
+        return record.claimed_at < before_ms
+    offset = record.read_at_ms - int(server_ms)
+    return record.claimed_at - offset < before_ms - operator_offset
 
 
 def _take(keys: Iterator[bytes], count: int) -> list[bytes]:
