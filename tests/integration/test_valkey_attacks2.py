@@ -195,12 +195,6 @@ def test_a_completion_script_failing_after_its_write_keeps_the_result(
     assert effects == ["f-1"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a claim whose lease fields disagree (lease_until long past, frees_at far ahead) "
-    "is judged lapsed by the waiter and held by the server's claim script: the waiter loops "
-    "claim-refused-claim with no pause, thousands of commands a second, until its cap",
-)
 def test_a_claim_whose_lease_fields_disagree_does_not_make_a_waiter_hammer_the_server(
     valkey_node: ValkeyServer,
 ) -> None:
