@@ -29,8 +29,9 @@ a lapsed lease or a released key follow the server's clock, not the reader's.
 **What the skew allowance does then.** Callers' clocks no longer decide anything, so their
 disagreement cannot free a live key early, nor make a reader misjudge one. `skew_ms` stays a
 grace period on the server's clock: a lease frees `skew_ms` after it ends, a record expires
-`skew_ms` after its expiration, exactly as long as on DynamoDB and by the allowance of the
-claim that asks (as there), so decorators mean the same thing on either store.
+`skew_ms` after its expiration, exactly as long as on DynamoDB and, for a claim, by the
+allowance of the claim that asks (as there), so decorators mean the same thing on either
+store; the key of a completed record expires by the allowance of the call that wrote it.
 Retry-After and a waiter's polls include it, computed on the server's time, so they fall
 when the server frees the key whatever the caller's clock says. The allowance no longer has
 to cover the callers' skew: it only delays a crashed holder's takeover, by as much. A
