@@ -115,7 +115,8 @@ def test_scan_stuck_lists_a_key_whose_name_is_not_utf8_as_unreadable_and_goes_on
     stuck = store.layout.record_key("stuck", None, "real")
     assert claim(store, stuck, lease_ms=-60_000)
     store.client.hset(store.prefix.encode() + b"{\xff\xfe}", mapping={"status": "IN_PROGRESS"})
-    pages = list(store.scan_stuck(claimed_before_ms=now_ms() + 1, now_ms=now_ms()))
+    now = now_ms()
+    pages = list(store.scan_stuck(claimed_before_ms=now + 1, now_ms=now))
     assert [record.pk for page in pages for record in page.records] == [stuck]
     assert [pk for page in pages for pk in page.unreadable] == ["\\xff\\xfe"]
 
