@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lambda_idempotency import InProgressError, StoreError, ValkeyStore, idempotent
 from lambda_idempotency._dev.valkey_local import ValkeyServer
@@ -154,6 +156,54 @@ def test_a_hash_with_missing_or_garbled_fields_is_refused_not_overwritten(
         assert store.client.hgetall(name) == {
             k.encode(): v if isinstance(v, bytes) else v.encode() for k, v in stored.items()
         }
+
+
+NUMBER_FIELDS = (
+    *("fmt", "expiration", "lease_until", "claimed_at"),
+    *("completed_at", "offset_ms", "skew_ms", "frees_at"),
+)
+NUMBER_TEXTS = st.one_of(
+    st.integers(-(10**16), 10**16).map(str),
+    st.sampled_from(["", "0x1", " 1", "1 ", "+1", "1_0", "1e3", "1.0", "-", "--1", "\u0661"]),
+    st.binary(max_size=3),
+)
+HASHES = st.fixed_dictionaries(
+    {},
+    optional={
+        "status": st.one_of(
+            st.sampled_from(["IN_PROGRESS", "COMPLETED", "RELEASED", "DONE", ""]),
+            st.binary(max_size=2),
+        ),
+        "owner": st.sampled_from(["x", "y"]),
+        **dict.fromkeys(NUMBER_FIELDS, NUMBER_TEXTS),
+    },
+).filter(bool)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(stored=HASHES)
+def test_the_claim_script_never_overwrites_a_hash_the_reader_calls_unreadable(
+    valkey_node: ValkeyServer, stored: dict[str, Any]
+) -> None:
+    """Promise: the claim script and the store's reader agree on what is readable (one
+    definition each, from the same constants): whatever hash sits under the key, if the
+    reader refuses it, a claim is a typed error and leaves it as it was."""
+    store = fresh(valkey_node.url)
+    pk = store.layout.record_key("prop", None, uuid.uuid4().hex)
+    name = store.key_of(pk)
+    store.client.hset(name, mapping=stored)
+    before = store.client.hgetall(name)
+    try:
+        store.get(pk)
+    except StoreError:
+        with pytest.raises(StoreError):
+            claim(store, pk)
+        assert store.client.hgetall(name) == before
+    finally:
+        OPENED.remove(store)
+        store.close()
 
 
 def test_a_foreign_key_beside_the_record_loses_no_result(valkey_node: ValkeyServer) -> None:
