@@ -603,8 +603,10 @@ def _store_error(
         # The record's key holds no hash: nothing this library wrote. Nothing ran.
         return unreadable(STORED_RECORD_UNREADABLE, "not a hash", key_hash=pk, step=step)
     # A script that failed as it ran (`user_script` in its error) keeps the writes it made
-    # before failing: a writing step's may have landed.
-    ran = isinstance(exc, errors.ResponseError) and "script" in str(exc)
+    # before failing: a writing step's may have landed. BUSY (another script running) ran none.
+    message = str(exc)
+    ran = isinstance(exc, errors.ResponseError) and "script" in message
+    ran = ran and not message.startswith("BUSY")
     return _error(step, name, pk, retryable=False, maybe_applied=writes and ran)
 
 
