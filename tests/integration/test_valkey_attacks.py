@@ -360,9 +360,10 @@ def test_scan_stuck_on_a_cluster_finds_the_stuck_claims_of_every_node(
         assert claim(store, pk, owner(), now_ms=now_ms() - 60_000)[0]
     nodes = {store.client.get_node_from_key(store.key_of(pk)).name for pk in pks}
     assert len(nodes) == 3
+    now = now_ms()  # claims before the next millisecond, on the server's clock: all of them
     found = [
         record.pk
-        for page in store.scan_stuck(claimed_before_ms=now_ms(), now_ms=now_ms(), page_size=7)
+        for page in store.scan_stuck(claimed_before_ms=now + 1, now_ms=now, page_size=7)
         for record in page.records
     ]
     assert sorted(found) == sorted(pks)
@@ -378,7 +379,8 @@ def test_scan_stuck_lists_a_foreign_key_under_the_prefix_as_unreadable_and_goes_
     assert claim(store, stuck, owner(), now_ms=now_ms() - 60_000)[0]
     foreign = store.layout.record_key("stuck", None, "foreign")
     store.client.set(store.key_of(foreign), b"someone else's string")
-    pages = list(store.scan_stuck(claimed_before_ms=now_ms(), now_ms=now_ms()))
+    now = now_ms()  # claims before the next millisecond, on the server's clock
+    pages = list(store.scan_stuck(claimed_before_ms=now + 1, now_ms=now))
     assert [r.pk for page in pages for r in page.records] == [stuck]
     assert [pk for page in pages for pk in page.unreadable] == [foreign]
 
@@ -889,9 +891,10 @@ def test_scan_stuck_with_a_glob_prefix_finds_only_its_own_records(
     for pk in ours:
         assert claim(mine, pk, owner(), now_ms=old)[0]
     assert claim(theirs, theirs.layout.record_key("g", None, "x"), owner(), now_ms=old)[0]
+    now = now_ms()  # claims before the next millisecond, on the server's clock
     found = [
         record.pk
-        for page in mine.scan_stuck(claimed_before_ms=now_ms(), now_ms=now_ms())
+        for page in mine.scan_stuck(claimed_before_ms=now + 1, now_ms=now)
         for record in page.records
     ]
     assert sorted(found) == sorted(ours)

@@ -259,9 +259,10 @@ def test_an_operator_releases_only_the_version_read(valkey_node: ValkeyServer) -
 
     stuck = store.layout.record_key("op", None, "stuck")
     assert claim(store, stuck, a)[0]
+    now = now_ms()
     found = [
         record.pk
-        for page in store.scan_stuck(claimed_before_ms=now_ms() + 1, now_ms=now_ms())
+        for page in store.scan_stuck(claimed_before_ms=now + 1, now_ms=now)
         for record in page.records
     ]
     assert found == [stuck]

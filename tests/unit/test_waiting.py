@@ -284,6 +284,35 @@ def test_a_waiter_runs_the_moment_a_release_ahead_of_its_clock_frees_the_key(
     assert trips.take().count("PutItem") == 3  # the refused claim, the winning one, completion
 
 
+def test_a_store_refusing_claims_over_a_lapsed_lease_gets_no_claim_storm(
+    moto_store: DynamoDBStore,
+) -> None:
+    """A store that refuses every claim over a record the protocol judges free (its fields
+    disagree, or the store judges otherwise): the first refusal is polled at once (the
+    ordinary takeover), every one after it backs off as a throttled poll does, so a waiter
+    never loops claim-refused-claim without a pause; it gives up at its budget, nothing run."""
+    clock = ScriptedClock()
+    handler, runs = waiting_handler(moto_store, clock, max_wait_seconds=1)
+    hold(handler, moto_store, EVENT, lease_ms=-60_000)  # lapsed a minute ago
+    claims: list[int] = []
+    get = moto_store.get
+
+    def refusing_claim(key: str, **_: Any) -> tuple[bool, Record | None]:
+        claims.append(clock.elapsed_ms)
+        assert len(claims) < 100, "a claim storm: no pause between refused claims"
+        return False, get(key)
+
+    moto_store.claim = refusing_claim  # type: ignore[method-assign]
+    with pytest.raises(InProgressError):
+        handler(dict(EVENT), FakeContext(30_000, clock=clock))
+
+    assert runs == []
+    assert claims[:2] == [0, 0]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(claims[1:])]
+    assert all(gap >= 100 for gap in gaps), gaps  # a throttled poll's backoff, at least
+    assert len(claims) <= 8
+
+
 def test_a_throttled_poll_backs_off_and_the_wait_goes_on(
     moto_store: DynamoDBStore, caplog: Any
 ) -> None:

@@ -49,6 +49,7 @@ def acquire(
     pk = execution.key_hash or ""
     deadline: int | None = None  # set when waiting starts: most calls never wait
     unseen = 0
+    contested = 0  # refusals in a row over a record we judge free
     while True:
         won, held, now = claim(engine, store, execution, payload_hash, context, durable)
         if not won and durable is not None and held is not None and _own_tombstone(held, execution):
@@ -79,7 +80,9 @@ def acquire(
             raise in_progress(engine, held, held.judged_at(now), message)
         if deadline is None:
             deadline = now + engine._wait_budget_ms(context)
-        completed = yield from wait(engine, store, held, payload_hash, deadline)
+        skew = engine.settings.skew_ms
+        contested = contested + 1 if _judged_free(held, held.judged_at(now), skew) else 0
+        completed = yield from wait(engine, store, held, payload_hash, deadline, contested)
         if completed is not None:
             return _replaying.replay(engine, store, completed)
         # the holder is gone or its lease lapsed: claim again
@@ -196,12 +199,19 @@ def wait(
     held: Record,
     payload_hash: str | None,
     deadline_ms: int,
+    contested: int = 0,
 ) -> Generator[float, None, Record | None]:
     """Poll until the holder completes (its record), leaves or lapses (None), or our
     own time runs short (InProgressError). When to poll: `_protocol.waiting`, imported here: only
     a duplicate told to wait needs it, and no cold start pays for it. A store that wakes its
     waiters (`WakingStore`) is blocked on between polls instead of slept through: the same
     schedule bounds each block, so a lost wake-up costs one interval at most.
+
+    `contested`: how many claims in a row the store refused over a record we judged free
+    (a record whose fields disagree, a store judging otherwise). The first is polled at once
+    (a refusal that came back late: the ordinary takeover); from the second on, the first
+    poll backs off as a throttled one does, so a waiter never loops claim-refused-claim
+    without a pause, whatever the store.
 
     Our own clock keeps our deadline; `held` is judged by `Record.judged_at` (the store's
     clock at the read, where it keeps one, moved on by ours since: `read`)."""
@@ -211,7 +221,7 @@ def wait(
     engine._count("waiting", logging.DEBUG, held.pk)
     skew = engine.settings.skew_ms
     started = read = clock.now_ms()
-    throttled = 0
+    throttled = max(0, contested - 1)
     wakes = _waiting.wake_ups(store, clock)
     while True:
         now = clock.now_ms()
@@ -262,6 +272,16 @@ def wait(
         if record.lease_lapsed(judged, skew):
             return None
         held = record
+
+
+def _judged_free(record: Record, judged: int, skew: int) -> bool:
+    """Whether a claim over `record` should win, as `wait` judges it: expired, released
+    before `judged`, or a lease lapsed."""
+    if record.is_expired(judged, skew):
+        return True
+    if record.status is Status.RELEASED:
+        return (record.lease_until or 0) <= judged
+    return record.status is Status.IN_PROGRESS and record.lease_lapsed(judged, skew)
 
 
 def extend_lease(

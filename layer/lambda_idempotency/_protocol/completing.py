@@ -152,7 +152,13 @@ def complete(
                 continue
             engine._count("completion_failed", logging.ERROR, pk, step=step, code=exc.code)
             refused_result = not exc.retryable and (step == "chunks" or not execution.writes)
-            if refused_result and not encoded.blob.startswith(_encoding.NOT_STORED):
+            # a write that may have landed is never overwritten by the marker: it may be
+            # the result itself (a script failing after its write, which is not undone)
+            if (
+                refused_result
+                and not maybe_landed
+                and not encoded.blob.startswith(_encoding.NOT_STORED)
+            ):
                 # DynamoDB refuses this result (its size, a missing permission): complete
                 # with a marker instead, so the effect never runs twice.
                 encoded, form = refused(engine, pk, exc), None  # placed anew: a new result

@@ -49,6 +49,55 @@ its slot, and no wake-ups: its waiters poll.
 
 from __future__ import annotations
 
+from ..record import FORMAT_VERSION
+
+# What counts as a readable record, for the claim script (`readable` in the prelude) and the
+# store's reader (`store._record`) alike: both are built from these three, so the server never
+# overwrites a hash the reader would call unreadable, nor refuses one it would call free.
+NUMBERS = (
+    "fmt", "expiration", "lease_until", "claimed_at", "completed_at", "offset_ms", "skew_ms",
+    "frees_at",
+)  # fmt: skip
+"""Fields that, when present, are whole numbers written as this library writes them."""
+NEEDS = {
+    "IN_PROGRESS": ("expiration", "lease_until", "frees_at"),
+    "COMPLETED": ("expiration",),
+    "RELEASED": ("expiration",),
+}
+"""The statuses this library writes, each with the fields it cannot be judged without."""
+DIGITS = 15
+"""The most digits of a number (a sign aside): exact in a Lua number (a double) and in
+Python's int alike, and far past any time in milliseconds. Strict decimal, nothing else
+(no `0x1`, no `1e3`, no spaces), where Lua's `tonumber` and Python's `int` would disagree."""
+
+
+def _lua_names(names: tuple[str, ...]) -> str:
+    return "{" + ", ".join(f"'{name}'" for name in names) + "}"
+
+
+_NEEDS_LUA = ", ".join(f"{status} = {_lua_names(names)}" for status, names in NEEDS.items())
+READABLE = f"""-- whether a hash is a record the store's reader can read (NUMBERS, NEEDS, DIGITS
+-- of `scripts`; the reader, `store._record`, decides by the same): a claim never replaces
+-- one it is not (the store then reads it and answers the typed error)
+local NUMBERS = {_lua_names(NUMBERS)}
+local NEEDS = {{{_NEEDS_LUA}}}
+local function integer(v)
+  local digits = #v - (string.sub(v, 1, 1) == '-' and 1 or 0)
+  return string.find(v, '^%-?%d+$') ~= nil and digits <= {DIGITS}
+end
+local function readable(f)
+  local needs = NEEDS[f['status'] or '']
+  if not needs then return false end
+  for _, name in ipairs(needs) do
+    if f[name] == nil then return false end
+  end
+  for _, name in ipairs(NUMBERS) do
+    if f[name] ~= nil and not integer(f[name]) then return false end
+  end
+  return tonumber(f['fmt'] or '1') <= {FORMAT_VERSION}
+end
+"""
+
 WAKE_KEEP_MS = 10_000
 """How long a wake-up, and a set of armed waiters, outlive their last write: longer than
 any one block (the schedule's longest interval, 0.5 s), so a waiter finds its wake-up
@@ -68,18 +117,24 @@ PRELUDE = (
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 local function num(x) return string.format('%.0f', x) end
--- wake every waiter armed on the record `key` (ARM): one element on each one's own list
--- (only where the record's hash tag is not empty: else keys beside it hash elsewhere)
+"""
+    + READABLE
+    + """-- wake every waiter armed on the record `key` (ARM): one element on each one's own list
+-- (only where the record's hash tag is not empty: else keys beside it hash elsewhere).
+-- Called after the write it follows, which a failing call would leave applied and the
+-- caller told it failed: so it never fails (pcall), and a key of another type where a
+-- waiters' set or a list would be is left as it is (its waiters poll)
 local function wake(key)
   local open = string.find(key, '{', 1, true)
   local close = open and string.find(key, '}', open + 1, true)
   if not close or close == open + 1 then return end
   local waiters = key .. ':waiters'
-  local tokens = redis.call('SMEMBERS', waiters)
+  local tokens = redis.pcall('SMEMBERS', waiters)
+  if type(tokens) ~= 'table' or tokens['err'] then return end
   for _, token in ipairs(tokens) do
     local list = key .. ':wake:' .. token
-    redis.call('RPUSH', list, '1')
-    redis.call('PEXPIRE', list, WAKE_KEEP_MS)
+    local pushed = redis.pcall('RPUSH', list, '1')
+    if type(pushed) == 'number' then redis.call('PEXPIRE', list, WAKE_KEEP_MS) end
   end
   if #tokens > 0 then redis.call('DEL', waiters) end
 end
@@ -124,19 +179,20 @@ local held = redis.call('HGETALL', key)
 if #held > 0 then
   local f = fields(held)
   local free = false
-  local expiration = tonumber(f['expiration'] or '')
+  if not readable(f) then
+    return {0, held, now}  -- not a record this library wrote: the store reads it as unreadable
+  end
+  local expiration = tonumber(f['expiration'])
   local offset, skew = tonumber(f['offset_ms'] or '0'), tonumber(f['skew_ms'] or '0')
   local allowed = tonumber(ARGV[6])  -- this claim's own allowance decides, as on DynamoDB
-  if not (expiration and offset and skew) then
-    return {0, held, now}  -- not a record this library wrote: the store reads it as unreadable
-  elseif expires_at(expiration, offset, allowed) <= now then
+  if expires_at(expiration, offset, allowed) <= now then
     free = true  -- expired counts as absent (the key lingers past it: `keep`)
   elseif f['owner'] == ARGV[1] then
     free = false  -- our own record: a delayed copy of our claim never re-locks a key
   elseif f['status'] == 'RELEASED' then
     free = true
   elseif f['status'] == 'IN_PROGRESS' then
-    free = tonumber(f['frees_at'] or '0') - skew + allowed <= now
+    free = tonumber(f['frees_at']) - skew + allowed <= now
   end
   if not free then return {0, held, now} end
 end
@@ -205,6 +261,10 @@ local key = KEYS[1]
 local f = fields(redis.call('HGETALL', key))
 if f['owner'] ~= ARGV[1] then return 0 end
 local offset, skew = tonumber(f['offset_ms'] or '0'), tonumber(f['skew_ms'] or '0')
+-- the expiration is on the completing caller's clock, read at completed_at: measured anew
+-- (the claim's was another caller's, or another moment's, after an operator's release, a
+-- durable execution resumed elsewhere, a clock stepped mid-call)
+if ARGV[6] ~= '' then offset = tonumber(ARGV[6]) - server_ms() end
 redis.call('DEL', key)
 redis.call('HSET', key, 'status', 'COMPLETED', 'owner', ARGV[1], 'expiration', ARGV[3],
   'result', ARGV[4], 'fmt', '1', 'offset_ms', num(offset), 'skew_ms', num(skew))
@@ -222,7 +282,11 @@ The COMPLETED record with its result, only where the record still carries our ow
 a claim whose lease lapsed and was taken over writes nothing (the new holder's record
 stays). Over our own record in any status (an operator's forced release of a holder still
 running: its effect is recorded, not run again), and the same completion sent again
-writes the same record. Its expiry maps by the claim's offset."""
+writes the same record. Its expiry maps by the offset measured at the completion, from
+`completed_at_ms` (the caller's clock when it computed the expiration): the claim's offset
+belongs to the claimer's clock at the claim, which need not be the completing caller's, nor
+its clock now. A completion sent again later measures a smaller offset, so its result lives
+that much longer (the retry's delay), never shorter. Without `completed_at_ms`, the claim's."""
 
 RELEASE = (
     PRELUDE

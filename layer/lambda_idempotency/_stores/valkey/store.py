@@ -29,8 +29,9 @@ a lapsed lease or a released key follow the server's clock, not the reader's.
 **What the skew allowance does then.** Callers' clocks no longer decide anything, so their
 disagreement cannot free a live key early, nor make a reader misjudge one. `skew_ms` stays a
 grace period on the server's clock: a lease frees `skew_ms` after it ends, a record expires
-`skew_ms` after its expiration, exactly as long as on DynamoDB and by the allowance of the
-claim that asks (as there), so decorators mean the same thing on either store.
+`skew_ms` after its expiration, exactly as long as on DynamoDB and, for a claim, by the
+allowance of the claim that asks (as there), so decorators mean the same thing on either
+store; the key of a completed record expires by the allowance of the call that wrote it.
 Retry-After and a waiter's polls include it, computed on the server's time, so they fall
 when the server frees the key whatever the caller's clock says. The allowance no longer has
 to cover the callers' skew: it only delays a crashed holder's takeover, by as much. A
@@ -52,6 +53,7 @@ primary that dies before its replica received it is lost (asynchronous replicati
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import threading
 import time
@@ -95,7 +97,7 @@ ENLISTED_WRITES_REFUSED = (
     "handler (idempotently), or keep this function's records in a DynamoDBStore"
 )
 _STATUSES = {status.value: status for status in Status}
-_INTEGERS = ("lease_until", "claimed_at", "completed_at")
+_DECIMAL = re.compile(rf"-?[0-9]{{1,{scripts.DIGITS}}}")
 
 
 def _redis() -> Any:
@@ -386,8 +388,13 @@ class ValkeyStore:
         self, *, claimed_before_ms: int, now_ms: int, page_size: int | None = None
     ) -> Iterator[ScanPage]:
         """Live IN_PROGRESS records claimed before a time: SCAN over every primary (a cluster
-        client scans each), then each hash read. `capacity_units` is 0: Valkey bills none."""
+        client scans each), then each hash read. `capacity_units` is 0: Valkey bills none.
+
+        Judged on the server's clock, as the claims are: a record's `claimed_at` maps by its
+        own offset (its holder's clock), `claimed_before_ms` by the operator's, measured as
+        `now_ms` against the server's clock at the scan's first read."""
         size = page_size or 100
+        operator_offset: int | None = None
         match = _glob_escape(self.prefix) + "{*}"
         keys = self._call(
             "scan", None, lambda client: iter(client.scan_iter(match=match, count=size))
@@ -398,7 +405,12 @@ class ValkeyStore:
                 return
             records, unreadable_keys = [], []
             for name in page:
-                pk = self.pk_of(name)
+                try:
+                    pk = self.pk_of(name)
+                except UnicodeDecodeError:  # not a name this library writes: listed, not read
+                    inner = name[len(self.prefix.encode()) + 1 : -1]
+                    unreadable_keys.append(inner.decode(errors="backslashreplace"))
+                    continue
                 if pk is None:
                     continue
                 try:
@@ -415,11 +427,13 @@ class ValkeyStore:
                 except StoreError:
                     unreadable_keys.append(pk)
                     continue
+                if operator_offset is None:
+                    operator_offset = now_ms - int(server_ms)
                 if (
                     record is not None
                     and record.status is Status.IN_PROGRESS
                     and not record.is_expired(record.judged_at(now_ms))
-                    and (record.claimed_at is None or record.claimed_at < claimed_before_ms)
+                    and _claimed_before(record, claimed_before_ms, operator_offset, server_ms)
                 ):
                     records.append(record)
             yield ScanPage(records, len(page), 0.0, unreadable_keys)
@@ -525,26 +539,31 @@ class ValkeyStore:
         fmt = _integer(fields.get("fmt", b"1"), pk, step)
         if fmt > FORMAT_VERSION:
             raise NewerFormatError(key_hash=pk, format_version=fmt, known=FORMAT_VERSION, step=step)
-        status = _STATUSES.get(_text(fields.get("status", b"")))
+        status = _STATUSES.get(_string(fields.get("status", b""), pk, step))
         if status is None:
             raise unreadable(
                 UNKNOWN_RECORD_STATUS, "a status this library never writes", key_hash=pk, step=step
             )
-        if "expiration" not in fields:
-            raise unreadable(STORED_RECORD_UNREADABLE, "no expiration", key_hash=pk, step=step)
-        numbers = {name: _integer(fields[name], pk, step) for name in _INTEGERS if name in fields}
+        # Readable as the claim script's `readable` has it (scripts.NEEDS, NUMBERS, DIGITS):
+        # what this reader refuses, the server never overwrites.
+        missing = [name for name in scripts.NEEDS[status.value] if name not in fields]
+        if missing:
+            raise unreadable(STORED_RECORD_UNREADABLE, f"no {missing[0]}", key_hash=pk, step=step)
+        numbers = {
+            name: _integer(fields[name], pk, step) for name in scripts.NUMBERS if name in fields
+        }
         owner, digest = fields.get("owner"), fields.get("payload_hash")
         result = fields.get("result")
         read_at = None
-        if server_ms is not None and "offset_ms" in fields:
-            read_at = int(server_ms) + _integer(fields["offset_ms"], pk, step)
+        if server_ms is not None and "offset_ms" in numbers:
+            read_at = int(server_ms) + numbers["offset_ms"]
         return Record(
             pk,
             status,
-            _integer(fields["expiration"], pk, step),
+            numbers["expiration"],
             numbers.get("lease_until"),
-            None if owner is None else _text(owner),
-            None if digest is None else _text(digest),
+            None if owner is None else _string(owner, pk, step),
+            None if digest is None else _string(digest, pk, step),
             None if result is None else bytes(result),
             numbers.get("claimed_at"),
             numbers.get("completed_at"),
@@ -583,7 +602,12 @@ def _store_error(
     if isinstance(exc, errors.ResponseError) and str(exc).startswith("WRONGTYPE"):
         # The record's key holds no hash: nothing this library wrote. Nothing ran.
         return unreadable(STORED_RECORD_UNREADABLE, "not a hash", key_hash=pk, step=step)
-    return _error(step, name, pk, retryable=False, maybe_applied=False)
+    # A script that failed as it ran (`user_script` in its error) keeps the writes it made
+    # before failing: a writing step's may have landed. BUSY (another script running) ran none.
+    message = str(exc)
+    ran = isinstance(exc, errors.ResponseError) and "script" in message
+    ran = ran and not message.startswith("BUSY")
+    return _error(step, name, pk, retryable=False, maybe_applied=writes and ran)
 
 
 def _error(
@@ -597,6 +621,19 @@ def _error(
         maybe_applied=maybe_applied,
         step=step,
     )
+
+
+def _claimed_before(record: Record, before_ms: int, operator_offset: int, server_ms: int) -> bool:
+    """Whether `record` was claimed before the operator's `before_ms`, both mapped to the
+    server's clock: its `claimed_at` by its offset (`read_at_ms` less the server's clock at
+    the read), `before_ms` by the operator's. As they are where it has no offset; always
+    when it has no `claimed_at`."""
+    if record.claimed_at is None:
+        return True
+    if record.read_at_ms is None:
+        return record.claimed_at < before_ms
+    offset = record.read_at_ms - int(server_ms)
+    return record.claimed_at - offset < before_ms - operator_offset
 
 
 def _take(keys: Iterator[bytes], count: int) -> list[bytes]:
@@ -648,9 +685,24 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _integer(value: Any, pk: str, step: str) -> int:
+def _string(value: Any, pk: str, step: str) -> str:
+    """A text field as read: bytes that are not UTF-8 are no record this library wrote."""
     try:
-        return int(_text(value))
+        return _text(value)
+    except UnicodeDecodeError as exc:
+        raise unreadable(
+            STORED_RECORD_UNREADABLE, "a text that is not UTF-8", key_hash=pk, step=step
+        ) from exc
+
+
+def _integer(value: Any, pk: str, step: str) -> int:
+    """A number as this library writes it: strict decimal, at most `scripts.DIGITS` digits
+    (as the claim script's `integer`: Python's int alone takes `1_0`, ` 1`, any length)."""
+    try:
+        text = _text(value)
+        if not _DECIMAL.fullmatch(text):
+            raise ValueError("not a decimal integer")
+        return int(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise unreadable(
             STORED_RECORD_UNREADABLE, "a number that is no integer", key_hash=pk, step=step
