@@ -98,8 +98,11 @@ MAX_TIMEOUT_SECONDS = 900
 """Lambda's longest invocation: a longer wait for one answer could only outlive its caller."""
 REPLICA_TIMEOUT_MS = 1000
 """How long a write waits for its replicas' acknowledgement by default (`replica_timeout_ms`):
-a healthy replica answers within a millisecond or two; WAITAOF under `appendfsync everysec`
-waits for the next fsync, up to a second."""
+a healthy replica answers WAIT within a millisecond or two."""
+AOF_REPLICA_TIMEOUT_MS = 2500
+"""The default with `aof=True`: under `appendfsync everysec` WAITAOF answered in about a
+second on a healthy pair (the replica's fsync and its once-a-second acknowledgement), so a
+1 s limit refused claims that were fine; `appendfsync always` answers within milliseconds."""
 REPLICAS_NOT_ACKNOWLEDGED = "ReplicasNotAcknowledged"
 """The `StoreError.code` of a claim or an extension fewer replicas acknowledged than asked."""
 _WAIT_FAILS = ("claim", "retake", "extend")
@@ -136,7 +139,8 @@ class ValkeyStore:
     cluster: build a cluster client from `url`. prefix: put before every record's key.
     timeout: seconds a call built from `url` waits for its answer (default 5).
     replicas: after each write (claim, completion, release, extension), wait until this many
-    replicas acknowledged it (WAIT), at most `replica_timeout_ms`. A claim they did not
+    replicas acknowledged it (WAIT), at most `replica_timeout_ms` (default 1000; 2500 with
+    `aof`). A claim they did not
     acknowledge is released and refused (`StoreError`, code `REPLICAS_NOT_ACKNOWLEDGED`)
     before the effect runs; a completion or a release is logged and answered (the module
     docstring says why). aof: wait with WAITAOF instead: the primary's own append-only file
@@ -155,7 +159,7 @@ class ValkeyStore:
         prefix: str = DEFAULT_PREFIX,
         timeout: float = SOCKET_TIMEOUT_SECONDS,
         replicas: int = 0,
-        replica_timeout_ms: int = REPLICA_TIMEOUT_MS,
+        replica_timeout_ms: int | None = None,
         aof: bool = False,
     ) -> None:
         _redis()
@@ -191,6 +195,8 @@ class ValkeyStore:
             )
         self._cluster = cluster
         self._timeout = float(timeout)
+        if replica_timeout_ms is None:
+            replica_timeout_ms = AOF_REPLICA_TIMEOUT_MS if aof is True else REPLICA_TIMEOUT_MS
         self.replicas, self.replica_timeout_ms, self.aof = _wait_options(
             replicas, replica_timeout_ms, aof, self._timeout
         )
