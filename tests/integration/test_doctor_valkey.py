@@ -102,3 +102,19 @@ def test_json_and_an_unreachable_server(valkey_node: ValkeyServer, capsys: Any) 
     err = capsys.readouterr().err
     assert "cannot ask Valkey at redis://user:***@127.0.0.1:1" in err
     assert "secret" not in err
+
+
+def test_the_operations_guide_shows_what_doctor_prints(
+    valkey_pair: ValkeyPair, capsys: Any
+) -> None:
+    """The Valkey sample in docs/operations.md is doctor's output on a primary and its
+    replica, the URL aside."""
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    shown_url = "rediss://cache.example.com:6379"
+    command = f"$ lambda-idempotency doctor --valkey-url {shown_url} --replicas 1\n"
+    shown = guide[guide.index(command) + len(command) :].split("```", 1)[0]
+
+    assert cli.main(["doctor", "--valkey-url", valkey_pair.primary.url, "--replicas", "1"]) == 0
+    assert capsys.readouterr().out.replace(valkey_pair.primary.url, shown_url) == shown
