@@ -212,14 +212,19 @@ def test_in_cluster_mode_the_wait_goes_to_the_node_that_owns_the_key(
         ({"replicas": "1"}, "replicas must be"),
         ({"replica_timeout_ms": 0}, "replica_timeout_ms must be"),
         ({"replica_timeout_ms": 1.5}, "replica_timeout_ms must be"),
-        ({"replica_timeout_ms": 5000}, "less than the call's timeout"),
-        ({"timeout": 1, "replica_timeout_ms": 1000}, "less than the call's timeout"),
+        ({"replicas": 1, "replica_timeout_ms": 5000}, "less than the call's timeout"),
+        ({"replicas": 1, "timeout": 1}, "less than the call's timeout"),
+        ({"aof": True, "timeout": 2}, "less than the call's timeout"),
         ({"aof": "yes"}, "aof must be"),
     ],
 )
 def test_wait_options_are_checked_at_construction(options: dict[str, Any], says: str) -> None:
     with pytest.raises(ConfigurationError, match=says):
         ValkeyStore("redis://127.0.0.1:1", **options)
+
+
+def test_a_store_that_waits_for_nothing_keeps_a_short_call_timeout() -> None:
+    assert ValkeyStore("redis://127.0.0.1:1", timeout=0.3).replicas == 0
 
 
 def test_the_failover_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:

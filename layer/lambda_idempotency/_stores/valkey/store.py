@@ -674,10 +674,14 @@ def _wait_options(
     replicas: object, timeout_ms: object, aof: object, call_timeout_s: float
 ) -> tuple[int, int, bool]:
     """`replicas`, `replica_timeout_ms` and `aof` checked: WAIT's timeout 0 would block for
-    ever, and one as long as the call's own would drop the connection first."""
+    ever, and one as long as the call's own would drop the connection first (a store that
+    waits for nothing keeps any `timeout`)."""
     if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
         raise ConfigurationError(f"replicas must be a whole number, 0 or more; not {replicas!r}")
-    limit = int(call_timeout_s * 1000)
+    if not isinstance(aof, bool):
+        raise ConfigurationError(f"aof must be True or False; not {aof!r}")
+    waits = replicas > 0 or aof
+    limit = int(call_timeout_s * 1000) if waits else 2**31
     if (
         isinstance(timeout_ms, bool)
         or not isinstance(timeout_ms, int)
@@ -687,8 +691,6 @@ def _wait_options(
             "replica_timeout_ms must be whole milliseconds, more than 0 and less than the "
             f"call's timeout ({limit} ms); not {timeout_ms!r}"
         )
-    if not isinstance(aof, bool):
-        raise ConfigurationError(f"aof must be True or False; not {aof!r}")
     return replicas, timeout_ms, aof
 
 
