@@ -225,6 +225,8 @@ def test_wait_options_are_checked_at_construction(options: dict[str, Any], says:
 
 def test_a_store_that_waits_for_nothing_keeps_a_short_call_timeout() -> None:
     assert ValkeyStore("redis://127.0.0.1:1", timeout=0.3).replicas == 0
+    shown = repr(ValkeyStore("redis://127.0.0.1:1", replicas=2, aof=True))
+    assert shown.endswith("replicas=2, aof=True)")
 
 
 def test_the_failover_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:

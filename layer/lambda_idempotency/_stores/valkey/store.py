@@ -214,7 +214,9 @@ class ValkeyStore:
 
     def __repr__(self) -> str:
         where = "client" if self._url is None else _masked(self._url)
-        return f"ValkeyStore({where!r}, prefix={self.prefix!r})"
+        waits = f", replicas={self.replicas}" if self.replicas else ""
+        waits += ", aof=True" if self.aof else ""
+        return f"ValkeyStore({where!r}, prefix={self.prefix!r}{waits})"
 
     # -- the contract -------------------------------------------------------------------------
 
