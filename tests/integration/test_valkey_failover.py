@@ -82,15 +82,16 @@ def test_without_the_option_a_failover_loses_the_claim_and_the_effect_runs_twice
     assert effects == ["order-1", "order-1"]
 
 
+@pytest.mark.parametrize("aof", [False, True], ids=["WAIT", "WAITAOF"])
 def test_with_replicas_1_an_unacknowledged_claim_is_refused_before_the_body_runs(
-    valkey_failover_pair: ValkeyPair,
+    valkey_failover_pair: ValkeyPair, aof: bool
 ) -> None:
     """With `replicas=1` the claim the replica did not receive is released and refused
     with a typed error before the effect: after the failover the second caller runs it,
     once in all."""
     pair, prefix, effects = valkey_failover_pair, new_prefix(), []
     cut_off(pair)
-    guarded = store_at(pair.primary.url, prefix, replicas=1, replica_timeout_ms=200)
+    guarded = store_at(pair.primary.url, prefix, replicas=1, replica_timeout_ms=200, aof=aof)
     first = charge(guarded, effects)
     with pytest.raises(StoreError) as caught:
         first({"id": "order-2"}, None)
@@ -175,6 +176,38 @@ def test_an_unacknowledged_extension_is_refused(valkey_failover_pair: ValkeyPair
     finally:
         pair.replica.resume()
     assert caught.value.code == REPLICAS_NOT_ACKNOWLEDGED and caught.value.maybe_applied
+
+
+def test_an_unacknowledged_retake_is_released_and_refused(
+    valkey_failover_pair: ValkeyPair,
+) -> None:
+    """A durable execution's retake of its own tombstone is a claim: refused the same way,
+    its claim released again."""
+    pair = valkey_failover_pair
+    guarded = store_at(pair.primary.url, new_prefix(), replicas=1, replica_timeout_ms=200)
+    pk = guarded.layout.record_key("retake", None, "order-5")
+    now = guarded.client.time()[0] * 1000
+    times = {"lease_until_ms": now + 5000, "expiration_s": now // 1000 + 60}
+    assert guarded.claim(pk, owner="me", payload_hash=None, now_ms=now, **times)[0]
+    assert guarded.release(pk, owner="me", now_ms=now + 1)
+    tombstone = guarded.get(pk)
+    assert tombstone is not None and tombstone.status.value == "RELEASED"
+    pair.replica.pause()
+    try:
+        with pytest.raises(StoreError, match="replicas did not acknowledge") as caught:
+            guarded.retake(
+                pk,
+                owner="me",
+                released_at_ms=tombstone.lease_until or 0,
+                payload_hash=None,
+                now_ms=now + 2,
+                **times,
+            )
+    finally:
+        pair.replica.resume()
+    assert caught.value.code == REPLICAS_NOT_ACKNOWLEDGED and not caught.value.maybe_applied
+    record = guarded.get(pk)
+    assert record is not None and record.status.value == "RELEASED"
 
 
 def test_in_cluster_mode_the_wait_goes_to_the_node_that_owns_the_key(
