@@ -141,7 +141,7 @@ def test_an_unacknowledged_completion_is_logged_and_answered(
     warned = [
         r.getMessage() for r in caplog.records if "replicas_not_acknowledged" in r.getMessage()
     ]
-    assert len(warned) == 1 and "step=complete" in warned[0]
+    assert len(warned) == 1 and '"step": "complete"' in warned[0]
     assert "order-3" not in caplog.text
     assert handler({"id": "order-3"}, None) == "charged"  # completed on the primary: a replay
     assert effects == ["order-3"]

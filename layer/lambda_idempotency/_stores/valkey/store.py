@@ -75,6 +75,7 @@ from ..._base.errors import (
     StoreError,
     unreadable,
 )
+from ..._base.observe import emit
 from ..dynamodb.layout import NATIVE_KEYS, TOMBSTONE_SECONDS
 from ..record import FORMAT_VERSION, Record, ScanPage, Status, StoredForm
 from . import scripts
@@ -100,14 +101,14 @@ REPLICA_TIMEOUT_MS = 1000
 """How long a write waits for its replicas' acknowledgement by default (`replica_timeout_ms`):
 a healthy replica answers WAIT within a millisecond or two."""
 AOF_REPLICA_TIMEOUT_MS = 2500
-"""The default with `aof=True`: under `appendfsync everysec` WAITAOF answered in about a
-second on a healthy pair (the replica's fsync and its once-a-second acknowledgement), so a
-1 s limit refused claims that were fine; `appendfsync always` answers within milliseconds."""
+"""The default with `aof=True`: WAITAOF 1 1 answered in about a second on a healthy pair,
+under `appendfsync everysec` and `always` alike (a replica reports the offset it fsynced in
+its once-a-second acknowledgement), so a 1 s limit refused claims that were fine."""
 REPLICAS_NOT_ACKNOWLEDGED = "ReplicasNotAcknowledged"
-"""The `StoreError.code` of a claim or an extension fewer replicas acknowledged than asked."""
+"""The `StoreError.code` of a claim, retake or extension fewer replicas acknowledged than
+asked."""
 _WAIT_FAILS = ("claim", "retake", "extend")
 """The writes refused when not acknowledged; the others are logged (the module docstring)."""
-logger = logging.getLogger("lambda_idempotency")
 
 ENLISTED_WRITES_REFUSED = (
     "add_write enlists a DynamoDB write to commit in one transaction with the idempotency "
@@ -140,11 +141,11 @@ class ValkeyStore:
     timeout: seconds a call built from `url` waits for its answer (default 5).
     replicas: after each write (claim, completion, release, extension), wait until this many
     replicas acknowledged it (WAIT), at most `replica_timeout_ms` (default 1000; 2500 with
-    `aof`). A claim they did not
-    acknowledge is released and refused (`StoreError`, code `REPLICAS_NOT_ACKNOWLEDGED`)
-    before the effect runs; a completion or a release is logged and answered (the module
-    docstring says why). aof: wait with WAITAOF instead: the primary's own append-only file
-    fsynced and `replicas` replicas' too (needs `appendonly yes`).
+    `aof`). A claim they did not acknowledge is released and refused (`StoreError`, code
+    `REPLICAS_NOT_ACKNOWLEDGED`) before the effect runs; a completion or a release is
+    logged and answered (the module docstring says why). aof: wait with WAITAOF instead:
+    the primary's own append-only file fsynced, and `replicas` replicas' too (needs
+    `appendonly yes`; with replicas about a second a write, docs/valkey.md).
     """
 
     enlisted_writes_refusal = ENLISTED_WRITES_REFUSED
@@ -551,7 +552,7 @@ class ValkeyStore:
         if short is None or not wrote:
             return answer  # a refused write wrote nothing a failover could lose
         if name not in _WAIT_FAILS:
-            logger.warning("replicas_not_acknowledged step=%s key_hash=%s %s", name, pk, short)
+            emit(logging.WARNING, "replicas_not_acknowledged", pk, step=name, detail=short)
             return answer
         released = False
         if undo is not None:
