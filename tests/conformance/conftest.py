@@ -176,12 +176,14 @@ _prefixes = (f"conformance-{n}:" for n in itertools.count())
 VALKEY = frozenset({TOMBSTONE, SCOPE, OPERATORS, SERVER_CLOCK})
 
 
-def _valkey(name: str, client: Any) -> StoreFactory:
+def _valkey(name: str, client: Any, **options: Any) -> StoreFactory:
     """Every store on one client (one connection pool), each under a prefix of its own: an
     empty keyspace per store on the session's shared servers."""
     from lambda_idempotency import ValkeyStore
 
-    return StoreFactory(name, lambda: ValkeyStore(client=client, prefix=next(_prefixes)), VALKEY)
+    return StoreFactory(
+        name, lambda: ValkeyStore(client=client, prefix=next(_prefixes), **options), VALKEY
+    )
 
 
 def _valkey_node(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
@@ -189,6 +191,16 @@ def _valkey_node(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
 
     client = redis.Redis.from_url(request.getfixturevalue("valkey_node").url)
     yield _valkey("valkey-node", client)
+    client.close()
+
+
+def _valkey_pair_replicas(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
+    """The primary of a pair, every write waiting for its replica (`replicas=1`): the path
+    through WAIT keeps every promise."""
+    import redis
+
+    client = redis.Redis.from_url(request.getfixturevalue("valkey_pair").primary.url)
+    yield _valkey("valkey-pair-replicas", client, replicas=1)
     client.close()
 
 
@@ -206,6 +218,7 @@ BUILT_IN: dict[str, Callable[[pytest.FixtureRequest], Iterator[StoreFactory]]] =
     "moto-native": _moto_native,
     "valkey-node": _valkey_node,
     "valkey-cluster": _valkey_cluster,
+    "valkey-pair-replicas": _valkey_pair_replicas,
 }
 
 FACTORY_VARIABLE = "IDEMPOTENCY_STORE_FACTORY"

@@ -20,6 +20,8 @@ Operators, on any table (AWS or local):
                                                               record shown)
     doctor   [TABLE]                                          the table's set-up, check by
                                                               check, with the fixes
+    doctor   --valkey-url URL [--cluster] [--replicas N]      a Valkey server's, for
+                                                              ValkeyStore
 
 Each reads the table as the functions' store does: --layout powertools, --sort-key-attr A,
 --key-attr A, --expiry-attr A, --hash-function F (Powertools' hash_function), as configured.

@@ -19,7 +19,8 @@ def add_command(add: Any) -> None:
     """`doctor`, with the store's layout options."""
     checkup = add(
         "doctor",
-        help="check a table's set-up (key schema, TTL, billing, backups, Regions), with fixes",
+        help="check a table's set-up (key schema, TTL, billing, backups, Regions), or a Valkey "
+        "server's (--valkey-url), with fixes",
         description=(
             "Checks the table the way an operator would, one line per check with the fix for "
             "each that fails: the key schema against the store's layout, TTL on the store's "
@@ -31,7 +32,10 @@ def add_command(add: Any) -> None:
             "(sort_key_attr=), --key-attr and --expiry-attr (attribute_names= or Powertools' "
             "key_attr= / expiry_attr=). Needs dynamodb:DescribeTable, DescribeTimeToLive, "
             "DescribeContinuousBackups, and for a provisioned table "
-            "application-autoscaling:DescribeScalableTargets."
+            "application-autoscaling:DescribeScalableTargets. With --valkey-url it checks a "
+            "Valkey (or Redis) server for ValkeyStore instead: version, role and replicas, "
+            "cluster mode, persistence, eviction policy, and warns that replication is "
+            "asynchronous (a failover can lose an acknowledged claim)."
         ),
     )
     checkup.add_argument(
@@ -43,6 +47,20 @@ def add_command(add: Any) -> None:
     checkup.add_argument("--region", help="AWS region (default: the environment's)")
     checkup.add_argument("--profile", help="AWS profile (default: the environment's)")
     add_layout_options(checkup)
+    checkup.add_argument(
+        "--valkey-url",
+        help="check this Valkey/Redis server for ValkeyStore instead of a table "
+        "(default: IDEMPOTENCY_VALKEY_URL when no table is named)",
+    )
+    checkup.add_argument(
+        "--cluster", action="store_true", help="with --valkey-url: the store uses cluster=True"
+    )
+    checkup.add_argument(
+        "--replicas",
+        type=int,
+        default=0,
+        help="with --valkey-url: the store's replicas= (replicas each write waits for)",
+    )
     checkup.add_argument("--json", action="store_true", help="print JSON")
     checkup.set_defaults(run=_cmd_doctor)
 
@@ -55,6 +73,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
     from .. import doctor
 
+    if args.valkey_url is not None:
+        return _cmd_doctor_valkey(args)
     # an operator waits for an answer: no minute of botocore's connection retries
     config = Config(connect_timeout=3, read_timeout=10, retries={"total_max_attempts": 2})
     store = tables.store_for(args, config)
@@ -93,6 +113,42 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         return status
     names = "" if store.sort_key_attr is None else f", sort key {store.sort_key_attr}"
     print(f"table {store.table_name} at {where} ({args.layout} layout{names})")
+    width = max(len(check.name) for check in checks)
+    for check in checks:
+        print(check.line(width))
+    print(closing)
+    return status
+
+
+def _cmd_doctor_valkey(args: argparse.Namespace) -> int:
+    """doctor's lines for a Valkey server: exit 1 when a check failed, 2 when it cannot be
+    reached or asked."""
+    import redis
+
+    from ..._stores.valkey.store import SCHEMES, _masked, _redis_url
+    from .. import doctor, doctor_valkey
+
+    url = args.valkey_url
+    if not url.startswith(SCHEMES):
+        raise CommandError(f"--valkey-url starts with one of {', '.join(SCHEMES)}")
+    if args.replicas < 0:
+        raise CommandError("--replicas is 0 or more")
+    where = _masked(url)
+    client = redis.Redis.from_url(_redis_url(url), socket_timeout=5, socket_connect_timeout=3)
+    try:
+        checks = doctor_valkey.diagnose(client, cluster=args.cluster, replicas=args.replicas)
+    except redis.exceptions.AuthenticationError as exc:
+        raise CommandError(f"Valkey at {where} refused the credentials in the URL") from exc
+    except redis.exceptions.RedisError as exc:
+        raise CommandError(f"cannot ask Valkey at {where} ({type(exc).__name__})") from exc
+    finally:
+        client.close()
+    closing, status = doctor.summary(checks)
+    if args.json:
+        print(json.dumps({"valkey": where, "checks": [c.as_dict() for c in checks]}))
+        return status
+    mode = "cluster" if args.cluster else "standalone"
+    print(f"valkey {where} ({mode} store, replicas={args.replicas})")
     width = max(len(check.name) for check in checks)
     for check in checks:
         print(check.line(width))

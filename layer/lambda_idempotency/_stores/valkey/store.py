@@ -47,11 +47,27 @@ script touches that node only. The key scheme is `NATIVE_KEYS`, scope (tenant) i
 in one DynamoDB transaction with the record; Valkey has none with DynamoDB, so they are
 refused with a `ConfigurationError` at `add_write`, inside the handler, before anything is
 stored (`enlisted_writes_refusal`). Durability is Valkey's: a write acknowledged by a
-primary that dies before its replica received it is lost (asynchronous replication).
+primary that dies before its replica received it is lost (asynchronous replication), and a
+claim lost so lets a second caller run the effect again (measured: docs/valkey.md).
+
+**Waiting for replicas** (`replicas=`, `aof=`). Each write script is followed, on the same
+connection, by `WAIT replicas timeout` (or `WAITAOF`): one pipeline, one round trip, sent in
+cluster mode to the node that owns the key's slot. What a shortfall means depends on the step:
+a claim (or retake) not acknowledged is released at once and refused with a `StoreError`
+(`REPLICAS_NOT_ACKNOWLEDGED`) before the effect runs; an extension not acknowledged is a
+`StoreError` too (a lost extension lets a second caller in while the holder runs). A
+completion or a release not acknowledged is logged (`replicas_not_acknowledged`, a warning)
+and answered as written: the effect has run and the record on the primary says so; raising
+would only make the protocol retry until the invocation must answer and then return the same
+result, and what a failover can lose then is a replay (a completion) or a wait until the
+lease ends (a release), never a second run of an effect whose claim was acknowledged. WAIT
+narrows the window; it does not close it: a replica that acknowledged may still lose the
+write if it dies too, and an asynchronous failover may promote a replica that did not.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
@@ -68,6 +84,7 @@ from ..._base.errors import (
     StoreError,
     unreadable,
 )
+from ..._base.observe import emit
 from ..dynamodb.layout import NATIVE_KEYS, TOMBSTONE_SECONDS
 from ..record import FORMAT_VERSION, Record, ScanPage, Status, StoredForm
 from . import scripts
@@ -89,6 +106,18 @@ WAKE_MIN_BLOCK_SECONDS = 0.001
 """Shorter blocks are not sent: BLPOP's finest timeout is a millisecond, and 0 blocks forever."""
 MAX_TIMEOUT_SECONDS = 900
 """Lambda's longest invocation: a longer wait for one answer could only outlive its caller."""
+REPLICA_TIMEOUT_MS = 1000
+"""How long a write waits for its replicas' acknowledgement by default (`replica_timeout_ms`):
+a healthy replica answers WAIT within a millisecond or two."""
+AOF_REPLICA_TIMEOUT_MS = 2500
+"""The default with `aof=True`: WAITAOF 1 1 answered in about a second on a healthy pair,
+under `appendfsync everysec` and `always` alike (a replica reports the offset it fsynced in
+its once-a-second acknowledgement), so a 1 s limit refused claims that were fine."""
+REPLICAS_NOT_ACKNOWLEDGED = "ReplicasNotAcknowledged"
+"""The `StoreError.code` of a claim, retake or extension fewer replicas acknowledged than
+asked."""
+_WAIT_FAILS = ("claim", "retake", "extend")
+"""The writes refused when not acknowledged; the others are logged (the module docstring)."""
 
 ENLISTED_WRITES_REFUSED = (
     "add_write enlists a DynamoDB write to commit in one transaction with the idempotency "
@@ -119,6 +148,13 @@ class ValkeyStore:
     (`redis.Redis` or `redis.cluster.RedisCluster`, bytes responses) instead of a URL.
     cluster: build a cluster client from `url`. prefix: put before every record's key.
     timeout: seconds a call built from `url` waits for its answer (default 5).
+    replicas: after each write (claim, completion, release, extension), wait until this many
+    replicas acknowledged it (WAIT), at most `replica_timeout_ms` (default 1000; 2500 with
+    `aof`). A claim they did not acknowledge is released and refused (`StoreError`, code
+    `REPLICAS_NOT_ACKNOWLEDGED`) before the effect runs; a completion or a release is
+    logged and answered (the module docstring says why). aof: wait with WAITAOF instead:
+    the primary's own append-only file fsynced, and `replicas` replicas' too (needs
+    `appendonly yes`; with replicas about a second a write, docs/valkey.md).
     """
 
     enlisted_writes_refusal = ENLISTED_WRITES_REFUSED
@@ -132,6 +168,9 @@ class ValkeyStore:
         cluster: bool = False,
         prefix: str = DEFAULT_PREFIX,
         timeout: float = SOCKET_TIMEOUT_SECONDS,
+        replicas: int = 0,
+        replica_timeout_ms: int | None = None,
+        aof: bool = False,
     ) -> None:
         _redis()
         if client is None and url is None:
@@ -166,6 +205,11 @@ class ValkeyStore:
             )
         self._cluster = cluster
         self._timeout = float(timeout)
+        if replica_timeout_ms is None:
+            replica_timeout_ms = AOF_REPLICA_TIMEOUT_MS if aof is True else REPLICA_TIMEOUT_MS
+        self.replicas, self.replica_timeout_ms, self.aof = _wait_options(
+            replicas, replica_timeout_ms, aof, self._timeout
+        )
         self._client = client
         self.prefix = prefix
         self._scripts: dict[str, Any] | None = None
@@ -180,7 +224,9 @@ class ValkeyStore:
 
     def __repr__(self) -> str:
         where = "client" if self._url is None else _masked(self._url)
-        return f"ValkeyStore({where!r}, prefix={self.prefix!r})"
+        waits = f", replicas={self.replicas}" if self.replicas else ""
+        waits += ", aof=True" if self.aof else ""
+        return f"ValkeyStore({where!r}, prefix={self.prefix!r}{waits})"
 
     # -- the contract -------------------------------------------------------------------------
 
@@ -204,6 +250,11 @@ class ValkeyStore:
         if self._url is not None and client is not None:
             self._client, self._scripts = None, None
             client.close()
+            for node in client.get_nodes() if self._cluster else ():
+                # RedisCluster.close() closes each node's client but not its pool: the
+                # sockets a pipeline sent to the key's node (`_run_and_wait`) would linger
+                if node.redis_connection is not None:
+                    node.redis_connection.connection_pool.disconnect()
 
     def check_decoration(self, namespace: str, *, payload: bool) -> None:
         """Any namespace fits: Valkey keys and values hold far more than a record needs."""
@@ -232,7 +283,7 @@ class ValkeyStore:
         skew_ms: int = 0,
     ) -> tuple[bool, Record | None]:
         args = [owner, payload_hash or "", now_ms, lease_until_ms, expiration_s, skew_ms]
-        won, flat, server_ms = self._run("claim", pk, args)
+        won, flat, server_ms = self._written("claim", pk, args, undo=(owner, now_ms))
         if not won:
             return False, self._record(flat, pk, "claim", server_ms)
         try:
@@ -252,7 +303,7 @@ class ValkeyStore:
         expiration_s: int,
     ) -> tuple[bool, Record | None]:
         args = [owner, released_at_ms, payload_hash or "", now_ms, lease_until_ms, expiration_s]
-        won, flat, *server_ms = self._run("retake", pk, args)
+        won, flat, *server_ms = self._written("retake", pk, args, undo=(owner, now_ms))
         return (True, None) if won else (False, self._record(flat, pk, "claim", *server_ms))
 
     def extend_lease(
@@ -267,7 +318,7 @@ class ValkeyStore:
     ) -> tuple[bool, Record | None]:
         claimed = "" if claimed_at_ms is None else claimed_at_ms
         args = [owner, payload_hash or "", claimed, lease_until_ms, expiration_s]
-        won, flat, *server_ms = self._run("extend", pk, args)
+        won, flat, *server_ms = self._written("extend", pk, args)
         return (True, None) if won else (False, self._record(flat, pk, "extend", *server_ms))
 
     def get(self, pk: str) -> Record | None:
@@ -317,7 +368,7 @@ class ValkeyStore:
             _blank(item["claimed_at"]),
             _blank(item["completed_at"]),
         ]
-        return bool(self._run("complete", form.pk, args))
+        return bool(self._written("complete", form.pk, args))
 
     def complete(
         self,
@@ -344,7 +395,7 @@ class ValkeyStore:
 
     def release(self, pk: str, *, owner: str, now_ms: int) -> bool:
         args = [owner, now_ms, now_ms // 1000 + TOMBSTONE_SECONDS]
-        return bool(self._run("release", pk, args))
+        return bool(self._written("release", pk, args))
 
     def commit_writes(self, writes: Sequence[Mapping[str, Any]]) -> None:
         if writes:
@@ -453,7 +504,7 @@ class ValkeyStore:
             now_ms,
             now_ms // 1000 + TOMBSTONE_SECONDS,
         ]
-        released, flat, *server_ms = self._run("release_version", shown.pk, args)
+        released, flat, *server_ms = self._written("release_version", shown.pk, args)
         if released:
             return True, None
         return False, self._record(flat, shown.pk, "release", *server_ms)
@@ -509,6 +560,94 @@ class ValkeyStore:
         script = self._script(name)
         key = self.key_of(pk)
         return self._call(name, pk, lambda client: script(keys=[key], args=[_arg(a) for a in args]))
+
+    def _written(
+        self, name: str, pk: str, args: list[Any], *, undo: tuple[str, int] | None = None
+    ) -> Any:
+        """A write script's answer, after its replicas acknowledged it when `replicas` or
+        `aof` ask so. A claim, retake or extension they did not acknowledge raises (a claim
+        `undo`ne first: released by its owner token, best effort); the others are logged."""
+        if not self.replicas and not self.aof:
+            return self._run(name, pk, args)
+        script, key = self._script(name), self.key_of(pk)
+        values = [_arg(a) for a in args]
+        answer, short = self._call(
+            name, pk, lambda client: self._run_and_wait(client, script, key, values)
+        )
+        wrote = bool(answer[0]) if isinstance(answer, list) else bool(answer)
+        if short is None or not wrote:
+            return answer  # a refused write wrote nothing a failover could lose
+        if name not in _WAIT_FAILS:
+            emit(logging.WARNING, "replicas_not_acknowledged", pk, step=name, detail=short)
+            return answer
+        released = False
+        if undo is not None:
+            owner, now_ms = undo
+            try:
+                released = bool(
+                    self._run("release", pk, [owner, now_ms, now_ms // 1000 + TOMBSTONE_SECONDS])
+                )
+            except StoreError:
+                released = False
+        what = (
+            "the claim was released and nothing ran"
+            if released
+            else "nothing ran; the claim may hold the key until its lease ends"
+            if undo is not None
+            else "the extension may be lost in a failover: stop the work"
+        )
+        raise StoreError(
+            f"Valkey {name}: replicas did not acknowledge the write ({short}); {what}",
+            key_hash=pk,
+            code=REPLICAS_NOT_ACKNOWLEDGED,
+            retryable=True,
+            maybe_applied=not released,
+            step=name,
+        )
+
+    def _run_and_wait(
+        self, client: Any, script: Any, key: str, values: list[Any]
+    ) -> tuple[Any, str | None]:
+        """The script, then WAIT (or WAITAOF), in one pipeline: both on one connection, as
+        WAIT counts the acknowledgements of its own connection's writes. A cluster client's
+        pipeline would send the keyless WAIT to any node: the key's node is asked directly.
+        EVALSHA, not the script object: a pipeline running one checks SCRIPT EXISTS first,
+        a round trip more each time. (answer, None) or (answer, what fell short)."""
+        node_client = client
+        if hasattr(client, "get_node_from_key"):
+            node_client = client.get_redis_connection(client.get_node_from_key(key))
+        errors = _redis().exceptions
+        for attempt in (1, 2):
+            pipe = node_client.pipeline(transaction=False)
+            pipe.evalsha(script.sha, 1, key, *values)
+            if self.aof:
+                pipe.waitaof(1, self.replicas, self.replica_timeout_ms)
+            else:
+                pipe.wait(self.replicas, self.replica_timeout_ms)
+            answer, acked = pipe.execute(raise_on_error=False)
+            if isinstance(answer, errors.NoScriptError) and attempt == 1:
+                script.sha = node_client.script_load(script.script)
+                continue
+            break
+        for reply in (answer, acked):
+            if isinstance(reply, errors.MovedError | errors.AskError) and node_client is not client:
+                client.nodes_manager.initialize()  # the slot moved: learn where, then retry
+            if isinstance(reply, Exception):
+                raise reply
+        return answer, self._shortfall(acked)
+
+    def _shortfall(self, acked: Any) -> str | None:
+        if self.aof:
+            local, replicas = int(acked[0]), int(acked[1])
+            if local >= 1 and replicas >= self.replicas:
+                return None
+            return (
+                f"WAITAOF: local fsync {local}, {replicas} of {self.replicas} replicas "
+                f"within {self.replica_timeout_ms} ms"
+            )
+        if int(acked) >= self.replicas:
+            return None
+        return f"WAIT: {int(acked)} of {self.replicas} replicas within {self.replica_timeout_ms} ms"
 
     def _call(self, step: str, pk: str | None, call: Any) -> Any:
         """The one place redis-py's errors become StoreErrors: what failed and whether
@@ -569,6 +708,30 @@ class ValkeyStore:
             numbers.get("completed_at"),
             read_at,
         )
+
+
+def _wait_options(
+    replicas: object, timeout_ms: object, aof: object, call_timeout_s: float
+) -> tuple[int, int, bool]:
+    """`replicas`, `replica_timeout_ms` and `aof` checked: WAIT's timeout 0 would block for
+    ever, and one as long as the call's own would drop the connection first (a store that
+    waits for nothing keeps any `timeout`)."""
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+        raise ConfigurationError(f"replicas must be a whole number, 0 or more; not {replicas!r}")
+    if not isinstance(aof, bool):
+        raise ConfigurationError(f"aof must be True or False; not {aof!r}")
+    waits = replicas > 0 or aof
+    limit = int(call_timeout_s * 1000) if waits else 2**31
+    if (
+        isinstance(timeout_ms, bool)
+        or not isinstance(timeout_ms, int)
+        or not 0 < timeout_ms < limit
+    ):
+        raise ConfigurationError(
+            "replica_timeout_ms must be whole milliseconds, more than 0 and less than the "
+            f"call's timeout ({limit} ms); not {timeout_ms!r}"
+        )
+    return replicas, timeout_ms, aof
 
 
 def _store_error(
