@@ -4,6 +4,7 @@ plugin (lambda_idempotency.testing), so the project tests what its users get."""
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.pop("IDEMPOTENCY_DISABLED", None)
 
 import tests.hypothesis_profiles  # noqa: F401  (loads the hypothesis profile)
-from lambda_idempotency import AttributeNames, DynamoDBStore
+from lambda_idempotency import AttributeNames, DynamoDBStore, InProgressError
 from lambda_idempotency._dev.local_tables import local_client
 from lambda_idempotency.testing import (
     FakeClock,
@@ -29,6 +30,18 @@ pytest_plugins = ["tests.timeouts", "tests.valkey_servers"]
 
 FakeContext = FakeLambdaContext
 __all__ = ["FakeClock", "FakeContext", "RoundTrips", "create_table", "local_client"]
+
+
+def call_until_the_key_frees(call: Any, event: dict[str, Any], *, within_s: float = 5) -> Any:
+    """`call(event, None)` every 0.2 s while it answers InProgressError (the key is held):
+    its answer once the key frees, or a failed test if the key stays locked `within_s`."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            return call(event, None)
+        except InProgressError:
+            assert time.monotonic() < deadline, "the key stayed locked past its lease"
+            time.sleep(0.2)
 
 
 def create_table(client: Any, name: str, key: str = "pk") -> str:
