@@ -512,18 +512,24 @@ def test_a_coroutine_cancelled_inside_its_heartbeat_frees_the_key_and_stops_beat
     stop, the key is released (no beat lands after the release to lock it again), and the
     retry runs once and completes."""
     effects: list[str] = []
+    beating = asyncio.Event()
 
     @idempotent(store=store, key="id", payload=None, lease_seconds=5, cache_size=0)
     async def export(event: dict[str, Any], context: Any) -> str:
         effects.append("exported")
         if event.get("slow"):
             with current_execution().heartbeat(every=0.05, extend_by=5):
+                beating.set()
                 await asyncio.sleep(10)
         return "done"
 
     async def scenario() -> str:
+        # wait_for's time-out starts once the body beats: on a loaded machine the claim alone
+        # can outlast a fixed 0.4 s, and the call would then be cancelled before its body ran.
+        call = asyncio.ensure_future(export({"id": "a-1", "slow": True}, None))
+        await asyncio.wait_for(beating.wait(), 30)
         with pytest.raises(asyncio.TimeoutError):
-            await asyncio.wait_for(export({"id": "a-1", "slow": True}, None), 0.4)
+            await asyncio.wait_for(call, 0.3)
         await asyncio.sleep(0.2)  # a beat in flight would land by now
         assert not [t for t in threading.enumerate() if t.name == HEARTBEAT]
         assert record_of(store, export, "a-1").status is Status.RELEASED
