@@ -399,7 +399,8 @@ def measure_layer_imports(layer: Path, method: str, runs: int) -> LayerImports:
                 if probe == "ours_http":
                     modules = result["modules"]
     written = len(_bytecode_files(layer) - shipped)
-    shutil.rmtree(layer / "lambda_idempotency" / "__pycache__", ignore_errors=True)
+    for cache in list((layer / "lambda_idempotency").rglob("__pycache__")):  # every folder's
+        shutil.rmtree(cache, ignore_errors=True)
     with _read_only(layer):
         for _ in range(runs):
             record(SOURCE_ONLY_PROBE, _probe_layer(layer, LAYER_PROBES["ours"]))
