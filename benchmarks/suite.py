@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import time
 import uuid
@@ -226,9 +227,27 @@ def run(
         wall_seconds=time.perf_counter() - started,
     )
     path = out_dir / REPORT_NAME
-    path.write_text(text, encoding="utf-8")
+    path.write_text(text + _kept_sections(path, text), encoding="utf-8")
     log(f"done in {time.perf_counter() - started:.0f} s")
     return path
+
+
+KEPT_SECTIONS = ("## Valkey",)
+"""Sections other programs write into the report (`benchmarks.valkey_compare --write`, the
+failover figures): the suite carries them over as they are, never drops them."""
+
+
+def _kept_sections(path: Path, text: str) -> str:
+    """The sections of the report at `path` that start with a KEPT_SECTIONS title and that
+    `text` lacks, each whole (to the next `## ` heading), in their order."""
+    if not path.exists():
+        return ""
+    old = path.read_text(encoding="utf-8")
+    kept = re.findall(r"^## .*?(?=^## |\Z)", old, flags=re.M | re.S)
+    wanted = [part for part in kept if part.startswith(KEPT_SECTIONS)]
+    titles = set(re.findall(r"^## .*$", text, flags=re.M))
+    extra = [part.rstrip("\n") + "\n" for part in wanted if part.splitlines()[0] not in titles]
+    return "".join("\n" + part for part in extra)
 
 
 def _hot_key(
