@@ -304,6 +304,8 @@ def extend_lease(
             claimed_at_ms=execution.claimed_at_ms,
             lease_until_ms=lease_until,
             expiration_s=engine._expiration(now, lease_until),
+            now_ms=now,
+            lease_ms=int(seconds * 1000),
         )
     except StoreError as exc:
         engine._count("store_error", logging.ERROR, pk, step="extend_lease", code=exc.code)

@@ -130,11 +130,18 @@ class IdempotencyStore(Protocol):
         claimed_at_ms: int | None,
         lease_until_ms: int,
         expiration_s: int,
+        now_ms: int | None = None,
+        lease_ms: int | None = None,
     ) -> tuple[bool, Record | None]:
         """Move our IN_PROGRESS claim's lease to `lease_until_ms`, fenced on `owner`. The
         caller never asks for an earlier lease than it holds (`_protocol.claiming.extend_lease`
         takes the later one), so a lease never shortens. (True, None), or (False, what holds the key
-        now) when the claim is no longer ours: taken over, completed or released."""
+        now) when the claim is no longer ours: taken over, completed or released. `now_ms` (the
+        caller's clock when it asked) and `lease_ms` (the lease it asked for, from then) are for
+        a SERVER_CLOCK store: it keeps the later of the lease held and `lease_ms` from its own
+        now, whatever the caller's clock did since the claim (stepped by NTP mid-call), and
+        reads the record's times by the caller's clock as it is now. A store on callers' clocks
+        may ignore both."""
 
     def get(self, pk: str) -> Record | None:
         """The record as stored, strongly consistent, expired or not (the caller decides);

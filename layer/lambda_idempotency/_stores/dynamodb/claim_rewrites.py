@@ -76,12 +76,15 @@ def extend_lease(
     claimed_at_ms: int | None,
     lease_until_ms: int,
     expiration_s: int,
+    now_ms: int | None = None,
+    lease_ms: int | None = None,
 ) -> tuple[bool, Record | None]:
     """Move our IN_PROGRESS claim's lease to `lease_until_ms`, fenced on `owner`: a
     PutItem of the claim as it was with the new lease (no permission beyond the claim's,
-    and the same item in either layout). Returns (True, None), or (False, the record that
-    holds the key now) when the claim is no longer ours: taken over after our lease
-    lapsed, or completed or released."""
+    and the same item in either layout). `now_ms` and `lease_ms` are not needed: every time
+    in a DynamoDB record is on its callers' clocks, as the skew allowance expects. Returns
+    (True, None), or (False, the record that holds the key now) when the claim is no longer
+    ours: taken over after our lease lapsed, or completed or released."""
     names = store.names
     item = in_progress_item(
         store,

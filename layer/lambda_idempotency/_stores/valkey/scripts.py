@@ -239,20 +239,41 @@ local held = redis.call('HGETALL', key)
 local f = fields(held)
 if f['owner'] ~= ARGV[1] or f['status'] ~= 'IN_PROGRESS' then return {0, held, server_ms()} end
 local offset, skew = tonumber(f['offset_ms']), tonumber(f['skew_ms'])
-redis.call('HSET', key, 'lease_until', ARGV[4], 'expiration', ARGV[5],
-  'frees_at', num(tonumber(ARGV[4]) - offset + skew + 1))
+local lease_until = tonumber(ARGV[4])
+if ARGV[6] and ARGV[6] ~= '' then
+  -- asked at the holder's now (ARGV[6]) for ARGV[7] ms. A holder's clock stepped since its
+  -- claim (NTP: the offset moved past a second) gets its offset measured anew, so its lease
+  -- does not lapse by the step; and no lease goes past the later of the one held and the one
+  -- asked, on the server's clock (a second's leeway), so a lease the holder carried over from
+  -- before the step cannot hold a hung holder's key for the step's length. Else as asked.
+  local now = server_ms()
+  local held = (tonumber(f['lease_until']) or 0) - offset
+  local measured = tonumber(ARGV[6]) - now
+  if math.abs(measured - offset) > 1000 then
+    offset = measured
+    redis.call('HSET', key, 'offset_ms', num(offset))
+  end
+  local longest = math.max(held, now + tonumber(ARGV[7]))
+  if lease_until - offset > longest + 1000 then lease_until = longest + offset end
+end
+redis.call('HSET', key, 'lease_until', num(lease_until), 'expiration', ARGV[5],
+  'frees_at', num(lease_until - offset + skew + 1))
 if ARGV[2] ~= '' then redis.call('HSET', key, 'payload_hash', ARGV[2]) end
 if ARGV[3] ~= '' then redis.call('HSET', key, 'claimed_at', ARGV[3]) end
-keep(key, expires_at(ARGV[5], offset, skew), tonumber(ARGV[4]) - offset + skew + 1)
+keep(key, expires_at(ARGV[5], offset, skew), lease_until - offset + skew + 1)
 return {1, {}}
 """
 )
-"""extend(owner, payload_hash, claimed_at_ms, lease_until_ms, expiration_s).
+"""extend(owner, payload_hash, claimed_at_ms, lease_until_ms, expiration_s, now_ms, lease_ms).
 
 Moves our IN_PROGRESS claim's lease (and its expiry), fenced on the owner token and the
-status: a claim taken over, completed or released is not ours to extend. The new lease
-maps to the server's clock by the offset measured at the claim. {1, {}} or {0, the holder,
-the server's now}."""
+status: a claim taken over, completed or released is not ours to extend. With `now_ms` and
+`lease_ms` (the holder's clock when it asked, and the lease it asked for), a holder whose
+clock has stepped more than a second against the server's since its claim gets the later of
+the lease held and `lease_ms` from the server's now, and the record's offset is measured
+anew: the step neither drops its lease nor holds its key for the step's length. Otherwise
+(and without them) `lease_until_ms` is kept as given and maps by the offset of the claim.
+{1, {}} or {0, the holder, the server's now}."""
 
 COMPLETE = (
     PRELUDE

@@ -315,9 +315,12 @@ class ValkeyStore:
         claimed_at_ms: int | None,
         lease_until_ms: int,
         expiration_s: int,
+        now_ms: int | None = None,
+        lease_ms: int | None = None,
     ) -> tuple[bool, Record | None]:
         claimed = "" if claimed_at_ms is None else claimed_at_ms
-        args = [owner, payload_hash or "", claimed, lease_until_ms, expiration_s]
+        asked = ["", ""] if now_ms is None or lease_ms is None else [now_ms, lease_ms]
+        args = [owner, payload_hash or "", claimed, lease_until_ms, expiration_s, *asked]
         won, flat, *server_ms = self._written("extend", pk, args)
         return (True, None) if won else (False, self._record(flat, pk, "extend", *server_ms))
 
