@@ -745,3 +745,94 @@ def test_every_extension_keeps_the_lease_held_and_covers_the_one_asked(
     finally:
         OPENED.remove(store)
         store.close()
+
+
+# -- the operator's view of a holder whose clock stepped ---------------------------------------
+
+
+SCAN_MISDATES = (
+    "scan_stuck misdates a live holder by its clock's step: once an extension measured the "
+    "holder's offset anew, its claimed_at (on the clock before the step) maps an hour off"
+)
+
+
+@pytest.mark.parametrize(
+    "step_ms",
+    [
+        pytest.param(0, id="none"),
+        pytest.param(
+            -HOUR,
+            id="back",
+            marks=pytest.mark.xfail(
+                strict=True, reason=SCAN_MISDATES + ": a claim made seconds ago is not listed"
+            ),
+        ),
+        pytest.param(
+            HOUR,
+            id="forward",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=SCAN_MISDATES + ": a live, beating call claimed seconds ago is listed "
+                "as claimed over ten minutes ago (an operator would force-release it)",
+            ),
+        ),
+    ],
+)
+def test_scan_stuck_does_not_list_a_beating_holder_claimed_seconds_ago_after_its_clock_stepped(
+    valkey_node: ValkeyServer, step_ms: int
+) -> None:
+    """Promise 1, as the operator sees it (`scan_stuck`, the Valkey way to find stuck
+    claims): a holder claimed a few seconds ago and beating after its clock stepped (an
+    extension measures its offset anew) is not listed among claims made ten minutes ago,
+    and is listed among claims made before now."""
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+    schedule = [(0.3, step_ms)]
+    holder, beating, stop, _ = beating_holder(store, schedule, effects, hang=False, namespace="op")
+    running = Holder(holder, {"id": "o-1"})
+    try:
+        assert beating.wait(20)
+        now = time.time_ns() // 1_000_000
+        old = [r.pk for page in store.scan_stuck(claimed_before_ms=now - 600_000, now_ms=now)
+               for r in page.records]  # fmt: skip
+        recent = [r.pk for page in store.scan_stuck(claimed_before_ms=now, now_ms=now)
+                  for r in page.records]  # fmt: skip
+    finally:
+        stop.set()
+        answer = running.join()
+    assert answer == "holder"
+    assert effects == ["o-1"]
+    assert old == [], "a live holder claimed seconds ago is listed as stuck for ten minutes"
+    assert recent == [store.layout.record_key("op", None, "o-1")]
+
+
+# -- a release after a step --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "step_ms", [-HOUR, HOUR, -900, 900], ids=["back", "forward", "back-0.9s", "forward-0.9s"]
+)
+def test_a_holder_that_fails_after_its_clock_stepped_frees_its_key_at_once(
+    valkey_node: ValkeyServer, step_ms: int
+) -> None:
+    """Promise 2: a key frees when its holder stops, never an hour later. A holder leasing
+    30 s, its clock stepped and its lease extended, then fails: its release frees the key at
+    once, so the retry (from a caller with a true clock) runs; two effects, one result."""
+    store = fresh(valkey_node.url)
+    clock = SteppingClock(0)
+    effects: list[str] = []
+
+    def failing(event: dict[str, Any], context: Any) -> str:
+        effects.append("failed")
+        clock.step(step_ms)
+        current_execution().extend_lease(30)
+        raise RuntimeError("the downstream call failed")
+
+    common = options(store, "rel", lease_seconds=30)
+    holder = idempotent(clock=clock, **common)(failing)
+    retry = idempotent(**common)(lambda event, context: effects.append("retry") or "retry")
+    with pytest.raises(RuntimeError):
+        holder({"id": "r-1"}, None)
+    assert retry({"id": "r-1"}, None) == "retry"
+    assert holder({"id": "r-1"}, None) == "retry"
+    assert effects == ["failed", "retry"]
