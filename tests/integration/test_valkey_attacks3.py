@@ -836,3 +836,54 @@ def test_a_holder_that_fails_after_its_clock_stepped_frees_its_key_at_once(
     assert retry({"id": "r-1"}, None) == "retry"
     assert holder({"id": "r-1"}, None) == "retry"
     assert effects == ["failed", "retry"]
+
+
+# -- a step just before a heartbeat block ends ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "step_ms",
+    [
+        pytest.param(0, id="none"),
+        pytest.param(-HOUR, id="back"),
+        pytest.param(
+            HOUR,
+            id="forward",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="a holder whose clock steps forward past its lease just before its "
+                "heartbeat block ends gets LeaseLostError though the server still holds its "
+                "key (the block judges the lease on the holder's clock): nothing is "
+                "completed, the key is released, and the retry runs the effect again",
+            ),
+        ),
+    ],
+)
+def test_a_step_forward_just_before_a_heartbeat_block_ends_loses_nothing(
+    valkey_node: ValkeyServer, step_ms: int
+) -> None:
+    """Promise 1: a holder whose clock is stepped mid-call does not lose its key while it
+    holds it. It beats (every 0.2 s, 5 s each) and its clock steps an hour just before the
+    block ends: the server holds its lease 5 s more, so the call completes, and the retry
+    replays its answer. Effects counted."""
+    store = fresh(valkey_node.url)
+    clock = SteppingClock(0)
+    effects: list[str] = []
+
+    def body(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        with current_execution().heartbeat(every=0.2, extend_by=5):
+            time.sleep(0.5)
+            clock.step(step_ms)
+        return f"answer-{len(effects)}"
+
+    common = options(store, "exit", lease_seconds=5)
+    holder = idempotent(clock=clock, **common)(body)
+    retry = idempotent(**common)(body)
+    try:
+        first: Any = holder({"id": "x-1"}, None)
+    except LeaseLostError as exc:
+        first = exc
+    assert retry({"id": "x-1"}, None) == "answer-1"
+    assert effects == ["x-1"]
+    assert first == "answer-1"
