@@ -887,3 +887,43 @@ def test_a_step_forward_just_before_a_heartbeat_block_ends_loses_nothing(
     assert retry({"id": "x-1"}, None) == "answer-1"
     assert effects == ["x-1"]
     assert first == "answer-1"
+
+
+# -- a coroutine holder ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "step_ms", [-HOUR, HOUR, -1_100, 1_100], ids=["back", "forward", "back-1.1s", "forward-1.1s"]
+)
+def test_a_coroutine_beating_while_its_clock_steps_keeps_its_key_and_completes(
+    valkey_node: ValkeyServer, step_ms: int
+) -> None:
+    """Promise 1 and 2 for an async handler: it beats (every 0.2 s, 1 s each) from its
+    heartbeat's thread while its clock steps; past its first lease, a duplicate is refused
+    and told about a second; the coroutine answers and its result replays. Effect once."""
+    import asyncio
+
+    store = fresh(valkey_node.url)
+    clock = SteppingClock(0)
+    effects: list[str] = []
+    waits: list[int] = []
+    duplicate = idempotent(lease_seconds=5, **options(store, "async"))(
+        lambda event, context: effects.append("duplicate") or "duplicate"
+    )
+
+    async def body(event: dict[str, Any], context: Any) -> str:
+        effects.append(event["id"])
+        with current_execution().heartbeat(every=0.2, extend_by=1):
+            await asyncio.sleep(0.5)
+            clock.step(step_ms)
+            await asyncio.sleep(1.5)
+            for _ in range(3):
+                waits.append(await asyncio.to_thread(refused, duplicate, {"id": "a-1"}))
+                await asyncio.sleep(0.15)
+        return "holder"
+
+    holder = idempotent(lease_seconds=1, clock=clock, **options(store, "async"))(body)
+    assert asyncio.run(holder({"id": "a-1"}, None)) == "holder"
+    assert duplicate({"id": "a-1"}, None) == "holder"
+    assert effects == ["a-1"]
+    assert all(1 <= wait <= 3 for wait in waits), waits
