@@ -130,6 +130,7 @@ def beating_holder(
     hang: bool,
     namespace: str = "beat",
     extend_by: float = 1,
+    skew: float = 0,
 ) -> tuple[Callable[..., Any], threading.Event, threading.Event, threading.Event]:
     """A holder leasing 1 s and beating (every 0.2 s, `extend_by`) while its clock steps by
     `schedule`; then it beats on until told to stop, and answers, or hangs without beats
@@ -150,7 +151,8 @@ def beating_holder(
             hung.wait(20)
         return "holder"
 
-    holder = idempotent(lease_seconds=1, clock=clock, **options(store, namespace))(body)
+    common = {**options(store, namespace), "clock_skew_seconds": skew}
+    holder = idempotent(lease_seconds=1, clock=clock, **common)(body)
     return holder, beating, stop, hung
 
 
@@ -927,3 +929,34 @@ def test_a_coroutine_beating_while_its_clock_steps_keeps_its_key_and_completes(
     assert duplicate({"id": "a-1"}, None) == "holder"
     assert effects == ["a-1"]
     assert all(1 <= wait <= 3 for wait in waits), waits
+
+
+@pytest.mark.parametrize(
+    ("extend_by", "skew"), [(1, 2), (2, 0)], ids=["default-allowance", "extensions-of-2s"]
+)
+def test_a_sub_second_step_back_is_covered_by_the_allowance_or_a_longer_extension(
+    valkey_node: ValkeyServer, extend_by: float, skew: float
+) -> None:
+    """The scope of the sub-second defect above: with the default allowance (2 s) on both
+    callers, or extensions longer than a step plus a beat, a holder stepped back 0.9 s
+    keeps its key while it beats; it answers and its result replays. Effect once."""
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+    holder, beating, stop, _ = beating_holder(
+        store, [(0.5, -900)], effects, hang=False, extend_by=extend_by, skew=skew
+    )
+    duplicate = idempotent(
+        lease_seconds=5, **{**options(store, "beat"), "clock_skew_seconds": skew}
+    )(lambda event, context: effects.append("duplicate") or "duplicate")
+    running = Holder(holder, {"id": "c-1"})
+    try:
+        assert beating.wait(20)
+        for _ in range(8):
+            refused(duplicate, {"id": "c-1"})
+            time.sleep(0.07)
+    finally:
+        stop.set()
+        answer = running.join()
+    assert answer == "holder"
+    assert duplicate({"id": "c-1"}, None) == "holder"
+    assert effects == ["c-1"]
