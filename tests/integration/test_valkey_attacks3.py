@@ -304,24 +304,30 @@ SHORTENED = pytest.mark.xfail(
 )
 
 
+NODE, CLUSTER = "valkey_node", "valkey_cluster"
+
+
 @pytest.mark.parametrize(
-    ("step_ms", "seconds"),
+    ("step_ms", "seconds", "where"),
     [
-        pytest.param(0, 1e-3, id="no-step"),
-        pytest.param(-HOUR, 1e-3, id="back-an-hour"),
-        pytest.param(HOUR, 1e-3, id="forward-an-hour-a-millisecond", marks=SHORTENED),
-        pytest.param(HOUR, 0.5, id="forward-an-hour-half-a-second", marks=SHORTENED),
-        pytest.param(1_500, 5, id="forward-1.5s-five-seconds"),
-        pytest.param(60_000, 5, id="forward-a-minute-five-seconds", marks=SHORTENED),
+        pytest.param(0, 1e-3, NODE, id="no-step"),
+        pytest.param(-HOUR, 1e-3, NODE, id="back-an-hour"),
+        pytest.param(HOUR, 1e-3, NODE, id="forward-an-hour-a-millisecond", marks=SHORTENED),
+        pytest.param(HOUR, 0.5, NODE, id="forward-an-hour-half-a-second", marks=SHORTENED),
+        pytest.param(1_500, 5, NODE, id="forward-1.5s-five-seconds"),
+        pytest.param(60_000, 5, NODE, id="forward-a-minute-five-seconds", marks=SHORTENED),
+        pytest.param(0, 1e-3, CLUSTER, id="cluster-no-step"),
+        pytest.param(HOUR, 0.5, CLUSTER, id="cluster-forward-an-hour", marks=SHORTENED),
     ],
-)
+)  # fmt: skip
 def test_a_short_extension_never_shortens_the_lease_whatever_the_step(
-    valkey_node: ValkeyServer, step_ms: int, seconds: float
+    request: pytest.FixtureRequest, step_ms: int, seconds: float, where: str
 ) -> None:
     """Promise 3: an extension never shortens a lease. A holder leasing 30 s has its clock
     stepped, then extends by less than it holds: 1 s later a duplicate is still refused,
-    told about 29 s (the lease it held), and never runs."""
-    store = fresh(valkey_node.url)
+    told about 29 s (the lease it held), and never runs (on one node and on a cluster)."""
+    server = request.getfixturevalue(where)
+    store = fresh(server.url, **({"cluster": True} if where == CLUSTER else {}))
     clock = SteppingClock(0)
     effects: list[str] = []
     extended, finish = threading.Event(), threading.Event()
