@@ -968,3 +968,42 @@ def test_a_sub_second_step_back_is_covered_by_the_allowance_or_a_longer_extensio
     assert answer == "holder"
     assert duplicate({"id": "c-1"}, None) == "holder"
     assert effects == ["c-1"]
+
+
+@pytest.mark.parametrize("step_ms", [-HOUR, HOUR, -1_100], ids=["back", "forward", "back-1.1s"])
+def test_a_waiter_whose_clock_steps_takes_over_a_crashed_holder_when_its_lease_ends(
+    valkey_node: ValkeyServer, step_ms: int
+) -> None:
+    """Promise 2: once a holder dies, its key frees about one lease later on the server's
+    clock. A holder leasing 1 s crashes; a waiter (max 5 s) whose clock steps mid-wait
+    takes the key over about a second after the claim (or, stepped forward past its max
+    wait, is refused), never an hour later, and runs once."""
+    store = fresh(valkey_node.url)
+    crashed = threading.Event()
+
+    def dies(event: dict[str, Any], context: Any) -> str:
+        crashed.set()
+        raise SystemExit  # a dying process: no release reaches the server
+
+    effects: list[str] = []
+    common = options(store, "crash", lease_seconds=1)
+    holder = idempotent(**common)(dies)
+    clock = SteppingClock(0)
+    waiter = idempotent(on_in_progress="wait", max_wait_seconds=5, clock=clock, **common)(
+        lambda event, context: effects.append("waiter") or time.monotonic()
+    )
+    store.release = lambda *args, **kwargs: True  # type: ignore[method-assign]
+    with pytest.raises(SystemExit):
+        holder({"id": "k-1"}, None)
+    claimed = time.monotonic()
+    threading.Timer(0.3, clock.step, args=(step_ms,)).start()
+    try:
+        ran_at: Any = waiter({"id": "k-1"}, None)
+    except InProgressError as exc:
+        ran_at = exc
+    if isinstance(ran_at, InProgressError):
+        assert step_ms > 5_000 and 0 <= ran_at.retry_after <= 2, ran_at.retry_after
+        assert effects == []
+    else:
+        assert effects == ["waiter"]
+        assert 0.8 <= ran_at - claimed <= 3.0, ran_at - claimed
