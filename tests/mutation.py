@@ -6,7 +6,9 @@ named mutants of it only), and prints the summary. As a pytest plugin (`-p tests
 pyproject's [tool.mutmut]) it points every mutant's tests at that DynamoDB Local, with table names
 unique per process, instead of starting a JVM per mutant (a mutant killed on timeout would leave its
 JVM behind), and runs the moto unit tests before the DynamoDB Local ones, so most mutants die in the
-first seconds.
+first seconds. The Valkey servers are not shared: each mutant's process starts its own when a test
+first asks (tests/valkey_servers.py), on an empty keyspace, and they die with that process however
+it ends, a time-out's SIGXCPU or SIGKILL included (`_dev.valkey_local`'s parent-death signal).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ PROMISE_MODULES = (
     "_stores.dynamodb.limits",
     "_protocol.callables",
     "_protocol.durable",
+    "_stores.valkey.store",
 )
 STORE_POLICY = (
     # What an HTTP response or a batch record stores and replays, and under which key.
@@ -88,6 +91,12 @@ def pytest_configure(config: pytest.Config) -> None:
         from lambda_idempotency._dev import testing
 
         testing._names = _unique_names()
+        # mutmut runs several pytest sessions in its own process (its first pass, the listing,
+        # the clean run): a socket one of them left to the garbage collector (a Valkey client
+        # a test dropped) is collected in a later one, whose end then raised instead of
+        # returning, and mutmut stopped; in a mutant's process that would count as a kill.
+        # `make test` keeps the check (filterwarnings = error).
+        config.addinivalue_line("filterwarnings", "ignore::ResourceWarning")
 
 
 @pytest.hookimpl(tryfirst=True)

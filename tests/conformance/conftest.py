@@ -96,7 +96,9 @@ class StoreFactory:
 
 # -- the DynamoDB stores ----------------------------------------------------------------------
 
-_tables = (f"conformance-{n}" for n in itertools.count())
+_tables = (f"conformance-{os.getpid()}-{n}" for n in itertools.count())
+"""The pid too: `make mutate` forks each mutant's tests from one process, on one DynamoDB Local,
+and names without it would meet the tables an earlier mutant made ("preexisting table")."""
 DYNAMODB = frozenset({OPERATORS, ENLISTED_WRITES, CHUNKS})
 
 

@@ -8,11 +8,13 @@ and lets a second caller claim the same key there. Effects are counted (runs of 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 
 from lambda_idempotency import ConfigurationError, StoreError, ValkeyStore, idempotent
 from lambda_idempotency._dev.valkey_local import ValkeyCluster, ValkeyPair, call
@@ -108,6 +110,44 @@ def test_with_replicas_1_an_unacknowledged_claim_is_refused_before_the_body_runs
     assert effects == ["order-2"]
 
 
+def test_an_unacknowledged_claim_whose_release_is_lost_says_the_key_may_stay_held(
+    valkey_failover_pair: ValkeyPair,
+) -> None:
+    """The claim's replica stood still, and the release that undoes it was lost too (a
+    dropped connection): the error says the claim may hold the key until its lease ends,
+    and that it may have applied, which it did (not that an extension may be lost)."""
+
+    class ReleaseLost(redis.Redis):
+        """A lone script call (the undo's release) fails as a dropped connection; the
+        claim itself goes out in a pipeline with its WAIT."""
+
+        def evalsha(self, *args: Any, **kwargs: Any) -> Any:
+            raise redis.exceptions.ConnectionError("Connection closed by server.")
+
+    pair, prefix = valkey_failover_pair, new_prefix()
+    client = ReleaseLost.from_url(pair.primary.url)
+    store = ValkeyStore(client=client, prefix=prefix, replicas=1, replica_timeout_ms=200)
+    pk, now = store.layout.record_key("undo", None, "order-7"), time.time_ns() // 1_000_000
+    pair.replica.pause()
+    try:
+        with pytest.raises(StoreError) as caught:
+            store.claim(
+                pk,
+                owner="a" * 24,
+                payload_hash=None,
+                now_ms=now,
+                lease_until_ms=now + 30_000,
+                expiration_s=now // 1000 + 3600,
+            )
+        assert caught.value.code == REPLICAS_NOT_ACKNOWLEDGED
+        assert caught.value.maybe_applied
+        assert "nothing ran; the claim may hold the key until its lease ends" in str(caught.value)
+        assert client.hget(store.key_of(pk), "status") == b"IN_PROGRESS"
+    finally:
+        pair.replica.resume()
+        client.close()
+
+
 def test_with_replicas_1_a_healthy_replica_costs_no_failure(valkey_pair: ValkeyPair) -> None:
     """The happy path: every claim, completion and replay answered, each effect once, no
     warning; after each call the replica already holds the completed record."""
@@ -142,6 +182,7 @@ def test_an_unacknowledged_completion_is_logged_and_answered(
         r.getMessage() for r in caplog.records if "replicas_not_acknowledged" in r.getMessage()
     ]
     assert len(warned) == 1 and '"step": "complete"' in warned[0]
+    assert '"detail": "WAIT: 0 of 1 replicas within 200 ms"' in warned[0]  # what fell short
     assert "order-3" not in caplog.text
     assert handler({"id": "order-3"}, None) == "charged"  # completed on the primary: a replay
     assert effects == ["order-3"]

@@ -32,13 +32,20 @@ from redis.cluster import RedisCluster
 from lambda_idempotency import (
     ConfigurationError,
     InProgressError,
+    NewerFormatError,
     Status,
     StoreError,
     ValkeyStore,
     current_execution,
     idempotent,
 )
-from lambda_idempotency._dev.valkey_local import ValkeyCluster, ValkeyPair, ValkeyServer, free_port
+from lambda_idempotency._dev.valkey_local import (
+    ValkeyCluster,
+    ValkeyPair,
+    ValkeyServer,
+    call,
+    free_port,
+)
 from lambda_idempotency._stores.encoding import encode
 from lambda_idempotency._stores.valkey import scripts
 
@@ -758,3 +765,147 @@ def test_a_heartbeat_holds_the_key_on_the_servers_clock_past_the_first_lease(
     assert len(refused) == 6
     assert effects == ["holder"]
     assert export({"id": "h-1", "who": "duplicate"}, None) == "holder"
+
+
+def test_a_wrong_password_is_a_store_error_that_retrying_cannot_fix_and_nothing_runs() -> None:
+    """A server that refuses the credentials: a typed StoreError, not retryable (the next
+    attempt sends the same password), nothing applied, the password nowhere in it."""
+    with ValkeyServer() as node:
+        call(node.port, "CONFIG", "SET", "requirepass", "right-secret")
+        store = opened(ValkeyStore(f"redis://:wrong-secret@127.0.0.1:{node.port}"))
+        effects: list[str] = []
+        handle = idempotent(key="id", store=store, namespace="auth", cache_size=0)(
+            lambda event, context: effects.append(event["id"]) or "ran"
+        )
+        with pytest.raises(StoreError) as caught:
+            handle({"id": "auth-1"}, None)
+        assert caught.value.code == "AuthenticationError"
+        assert (caught.value.retryable, caught.value.maybe_applied) == (False, False)
+        assert caught.value.key_hash == store.layout.record_key("auth", None, "auth-1")
+        assert "wrong-secret" not in str(caught.value)
+        assert effects == []
+
+
+def test_a_store_shows_its_url_with_the_user_and_never_the_password(
+    valkey_node: ValkeyServer,
+) -> None:
+    shown = repr(ValkeyStore("rediss://alice:hunter2@cache.example:6379/0"))
+    assert shown == "ValkeyStore('rediss://alice:***@cache.example:6379/0', prefix='idempotency:')"
+    assert repr(ValkeyStore("valkey://cache.example:6379")) == (
+        "ValkeyStore('valkey://cache.example:6379', prefix='idempotency:')"
+    )
+    given = ValkeyStore(client=opened(redis.Redis.from_url(valkey_node.url)), prefix="p:")
+    assert repr(given) == "ValkeyStore('client', prefix='p:')"
+
+
+def test_scripts_flushed_from_a_primary_that_waits_for_its_replica_are_loaded_again(
+    valkey_pair: ValkeyPair,
+) -> None:
+    """With `replicas=`, each script goes out in a pipeline with its WAIT: a primary that has
+    forgotten the scripts (restarted, failed over) answers NOSCRIPT there too, and the store
+    loads the script and sends it again: the caller sees the write, never the error."""
+    store = fresh(valkey_pair.primary.url, replicas=1)
+    first, second = (store.layout.record_key("flush-wait", None, k) for k in ("a", "b"))
+    who = owner()
+    assert claim(store, first, who)[0]
+    with redis.Redis.from_url(valkey_pair.primary.url) as admin:
+        admin.script_flush()
+    assert claim(store, second, who)[0]
+    with redis.Redis.from_url(valkey_pair.primary.url) as admin:
+        admin.script_flush()
+    assert store.complete(second, owner=who, payload_hash=None, result=b"r", expiration_s=2**31)
+    record = store.get(second)
+    assert record is not None
+    assert (record.status, record.result) == (Status.COMPLETED, b"r")
+
+
+def test_an_unreadable_record_names_what_it_lacks_and_its_key_hash_never_the_key(
+    valkey_node: ValkeyServer,
+) -> None:
+    """What an operator reads in the error: the field missing, or the status that is no
+    text, and the record's hashed key (to find it with `inspect`), never the raw key."""
+    store = fresh(valkey_node.url)
+    pk = store.layout.record_key("unreadable", None, "raw-key-x")
+    name = store.key_of(pk)
+    store.client.hset(name, mapping={"status": "COMPLETED", "owner": "x"})
+    with pytest.raises(StoreError) as caught:
+        store.get(pk)
+    assert str(caught.value) == "the stored record cannot be read: no expiration"
+    assert (caught.value.key_hash, caught.value.step) == (pk, "get")
+    store.client.delete(name)
+    store.client.hset(name, mapping={"status": b"\xc3(", "expiration": "1"})
+    with pytest.raises(StoreError) as caught:
+        claim(store, pk, owner())
+    assert str(caught.value) == "the stored record cannot be read: a text that is not UTF-8"
+    assert (caught.value.key_hash, caught.value.step) == (pk, "claim")
+    assert "raw-key-x" not in repr(caught.value.__dict__)
+
+
+def test_an_operator_releases_a_result_a_handler_completed_and_the_next_call_runs(
+    valkey_node: ValkeyServer,
+) -> None:
+    """The version shown includes when the handler completed it (`completed_at`): the
+    release matches it exactly, and the key runs again once, as after any release."""
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+    handle = idempotent(key="id", store=store, namespace="op-done", cache_size=0)(
+        lambda event, context: effects.append(event["id"]) or len(effects)
+    )
+    assert handle({"id": "done-1"}, None) == 1
+    shown = store.get(store.layout.record_key("op-done", None, "done-1"))
+    assert shown is not None
+    assert (shown.status, shown.completed_at is not None) == (Status.COMPLETED, True)
+    assert store.release_version(shown, now_ms=now_ms()) == (True, None)
+    assert handle({"id": "done-1"}, None) == 2
+    assert handle({"id": "done-1"}, None) == 2
+    assert effects == ["done-1", "done-1"]
+
+
+def test_a_completion_given_enlisted_writes_refuses_them_naming_the_key_and_writes_nothing(
+    valkey_node: ValkeyServer,
+) -> None:
+    """The store's own refusal, for a caller of the store contract past the decorator's
+    check at `add_write`: the error carries the record's hashed key, and the claim stays
+    as it was (its holder can still complete it without the writes)."""
+    store = fresh(valkey_node.url)
+    pk, who = store.layout.record_key("enlist", None, "k"), owner()
+    assert claim(store, pk, who)[0]
+    form = store.stored_form(pk, owner=who, payload_hash=None, result=b"r", expiration_s=2**31)
+    put = {"Put": {"TableName": "t", "Item": {"id": {"S": "1"}}}}
+    with pytest.raises(ConfigurationError, match="cannot join a DynamoDB transaction") as caught:
+        store.write_completion(form, [put])
+    assert caught.value.key_hash == pk
+    record = store.get(pk)
+    assert record is not None
+    assert record.status is Status.IN_PROGRESS
+    assert store.write_completion(form)
+
+
+def test_a_record_of_a_newer_format_names_the_step_that_met_it_and_nothing_runs(
+    valkey_node: ValkeyServer,
+) -> None:
+    """A rolling deploy's newer version wrote the record: the claim that meets it, and an
+    operator's read, each say which step met it (the outcome line's `step`), run nothing
+    and leave the record as it was."""
+    store = fresh(valkey_node.url)
+    effects: list[str] = []
+    handle = idempotent(key="id", store=store, namespace="newer", cache_size=0)(
+        lambda event, context: effects.append(event["id"]) or "ran"
+    )
+    pk = store.layout.record_key("newer", None, "n-1")
+    newer = {"fmt": "99", "status": "COMPLETED", "expiration": str(2**31), "result": "x"}
+    store.client.hset(store.key_of(pk), mapping=newer)
+    with pytest.raises(NewerFormatError) as caught:
+        handle({"id": "n-1"}, None)
+    assert (caught.value.step, caught.value.format_version, caught.value.key_hash) == (
+        "claim",
+        99,
+        pk,
+    )
+    with pytest.raises(NewerFormatError) as caught:
+        store.get(pk)
+    assert caught.value.step == "get"
+    assert effects == []
+    assert store.client.hgetall(store.key_of(pk)) == {
+        k.encode(): v.encode() for k, v in newer.items()
+    }
