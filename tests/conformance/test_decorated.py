@@ -195,7 +195,12 @@ def test_a_lease_is_extended_never_shortened_and_lost_to_a_successor(
     start = clock.now_ms()
     export({"id": "e-1", "who": "holder"}, None)
 
-    assert leases == [start + int(longer * 1000)] * 3
+    expected = start + int(longer * 1000)
+    assert leases[:2] == [expected] * 2
+    if pace.real:  # the stored lease counts from the server's now: later by the call's time
+        assert expected - 1 <= (leases[2] or 0) <= expected + 2_000
+    else:
+        assert leases[2] == expected
     assert len(lost) == 1
     assert effects == ["holder", "successor"]
     assert export({"id": "e-1", "who": "retry"}, None) == "successor"

@@ -139,9 +139,9 @@ class IdempotencyStore(Protocol):
         now) when the claim is no longer ours: taken over, completed or released. `now_ms` (the
         caller's clock when it asked) and `lease_ms` (the lease it asked for, from then) are for
         a SERVER_CLOCK store: it keeps the later of the lease held and `lease_ms` from its own
-        now, whatever the caller's clock did since the claim (stepped by NTP mid-call), and
-        reads the record's times by the caller's clock as it is now. A store on callers' clocks
-        may ignore both."""
+        now (so the record's `lease_until` may read a little later than `lease_until_ms`),
+        whatever the caller's clock did since the claim (stepped by NTP mid-call). A store on
+        callers' clocks may ignore both."""
 
     def get(self, pk: str) -> Record | None:
         """The record as stored, strongly consistent, expired or not (the caller decides);

@@ -241,11 +241,11 @@ if f['owner'] ~= ARGV[1] or f['status'] ~= 'IN_PROGRESS' then return {0, held, s
 local offset, skew = tonumber(f['offset_ms']), tonumber(f['skew_ms'])
 local lease_until = tonumber(ARGV[4])
 if ARGV[6] and ARGV[6] ~= '' then
-  -- asked at the holder's now (ARGV[6]) for ARGV[7] ms. A holder's clock stepped since its
-  -- claim (NTP: the offset moved past a second) gets its offset measured anew, so its lease
-  -- does not lapse by the step; and no lease goes past the later of the one held and the one
-  -- asked, on the server's clock (a second's leeway), so a lease the holder carried over from
-  -- before the step cannot hold a hung holder's key for the step's length. Else as asked.
+  -- asked at the holder's now (ARGV[6]) for ARGV[7] ms: on the server's clock the lease is
+  -- the later of the one held and ARGV[7] from now, whatever the holder's clock did since its
+  -- claim (NTP steps): a step neither shortens it (a duplicate would run beside the holder)
+  -- nor stretches it (a hung holder's key held for the step's length). A clock stepped past
+  -- a second gets the record's offset measured anew, for the times it sends from now on.
   local now = server_ms()
   local held = (tonumber(f['lease_until']) or 0) - offset
   local measured = tonumber(ARGV[6]) - now
@@ -253,8 +253,7 @@ if ARGV[6] and ARGV[6] ~= '' then
     offset = measured
     redis.call('HSET', key, 'offset_ms', num(offset))
   end
-  local longest = math.max(held, now + tonumber(ARGV[7]))
-  if lease_until - offset > longest + 1000 then lease_until = longest + offset end
+  lease_until = math.max(held, now + tonumber(ARGV[7])) + offset
 end
 redis.call('HSET', key, 'lease_until', num(lease_until), 'expiration', ARGV[5],
   'frees_at', num(lease_until - offset + skew + 1))
@@ -268,11 +267,11 @@ return {1, {}}
 
 Moves our IN_PROGRESS claim's lease (and its expiry), fenced on the owner token and the
 status: a claim taken over, completed or released is not ours to extend. With `now_ms` and
-`lease_ms` (the holder's clock when it asked, and the lease it asked for), a holder whose
-clock has stepped more than a second against the server's since its claim gets the later of
-the lease held and `lease_ms` from the server's now, and the record's offset is measured
-anew: the step neither drops its lease nor holds its key for the step's length. Otherwise
-(and without them) `lease_until_ms` is kept as given and maps by the offset of the claim.
+`lease_ms` (the holder's clock when it asked, and the lease it asked for) the lease is the
+later of the one held and `lease_ms` from the server's now, and a clock stepped more than a
+second since the claim gets the record's offset measured anew: a step neither drops the
+lease nor holds the key for the step's length. Without them, `lease_until_ms` is kept as
+given and maps by the offset of the claim.
 {1, {}} or {0, the holder, the server's now}."""
 
 COMPLETE = (
