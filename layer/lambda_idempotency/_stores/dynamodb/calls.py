@@ -2,7 +2,10 @@
 
 `TableConnection` (the store's base) reaches the table: its name, resolved on first use; the
 client, built once unless one is passed (`client`, loaded then); the lean wire path over it
-(`wire.path`), built once per client. `send` makes one call through it and turns whatever
+(`wire.path`), built once per client; in Lambda, for a store that builds its own client,
+the direct path instead (`direct.transport`: no client at all). It prepares itself in
+Lambda's INIT, and renews what a forked or restored process must not share
+(`_base.lifecycle`). `send` makes one call through it and turns whatever
 botocore raises into a `StoreError` that says what failed, where, and whether the same call
 may succeed (`retryable`) or may have landed (`maybe_applied`); an expected refusal (a failed
 condition) comes back as an answer. The transaction and the batch calls of a large result's
@@ -11,6 +14,7 @@ chunks go through it too.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -28,6 +32,7 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
+from ..._base import lifecycle
 from ..._base.errors import CompletionConflictError, ConfigurationError, StoreError
 
 if TYPE_CHECKING:
@@ -106,9 +111,12 @@ run in several worker threads at once, and boto3 builds clients (and its default
 unsafely from several threads; one client per store, built once. Rare, so one lock for all."""
 
 
+OFF = ("0", "false", "no")
+
+
 class TableConnection:
-    """A table and the client that reaches it, built on first use (a cold start's wait comes
-    at the first call, or at `ready`, not at import)."""
+    """A table and what reaches it: built on first use (at the first call, or at `ready`,
+    not at import), or in Lambda's INIT where the runtime pre-pays it."""
 
     def __init__(
         self,
@@ -125,6 +133,11 @@ class TableConnection:
         self._wire: tuple[Any, Any] | None = None
         self._endpoint_url = endpoint_url
         self._region_name = region_name
+        self._direct: Any = None
+        """The direct path (`direct.transport`), or why it does not serve; None: not tried."""
+        lifecycle.track(self)
+        if lifecycle.prepares_now():
+            self.prepare()
 
     @property
     def table_name(self) -> str:
@@ -160,14 +173,74 @@ class TableConnection:
         return self._client
 
     def _caller(self) -> Any:
-        """What `_send` calls: the lean wire path over the client (see `wire.path`), or the
-        client itself when it is off or cannot serve this client."""
+        """What `_send` calls: the direct path (in Lambda, for our own client), the lean wire
+        path over the client (see `wire.path`), or the client itself when it is off or cannot
+        serve this client."""
+        direct = self._direct
+        if direct is not None and type(direct) is not str:
+            return direct
+        if self._client is None and direct is None and self._direct_allowed():
+            with _BUILDING:
+                if self._direct is None:
+                    self._direct = self._build_direct()
+                if type(self._direct) is not str:
+                    return self._direct
         client = self.client
         wire = self._wire
         if wire is not None and wire[0] is client:
             return wire[1]
         with _BUILDING:
             return self._build_wire(client)
+
+    def _direct_allowed(self) -> bool:
+        """In Lambda (or when IDEMPOTENCY_DIRECT_WIRE=1 asks for it), unless the lean paths
+        are off (`fast_wire=False`, IDEMPOTENCY_FAST_WIRE=0, IDEMPOTENCY_DIRECT_WIRE=0)."""
+        if not self._fast_wire or os.environ.get("IDEMPOTENCY_FAST_WIRE", "").lower() in OFF:
+            return False
+        asked = os.environ.get("IDEMPOTENCY_DIRECT_WIRE", "").lower()
+        if asked:
+            return asked not in OFF
+        return "AWS_LAMBDA_FUNCTION_NAME" in os.environ
+
+    def _build_direct(self) -> Any:
+        from .direct.transport import direct_wire
+
+        built = direct_wire(
+            self._endpoint_url, self._region_name, self._peek_table_name(), lambda: self.client
+        )
+        if isinstance(built, str):
+            from ..._base import observe
+
+            observe.emit(
+                logging.DEBUG,
+                "direct_wire_off",
+                None,
+                reason=f"the direct path cannot serve ({built}): a boto3 client makes the calls",
+            )
+        return built
+
+    def prepare(self) -> None:
+        """Build what the first call would (the direct path, or the client and its lean
+        path) and warm it, now: in Lambda's INIT, or SnapStart's before-snapshot hook. A
+        failure is left for the first call to raise as it would have."""
+        try:
+            caller = self._caller()
+            warm = getattr(type(caller), "warm", None)
+            if warm is not None:
+                warm(caller)
+        except Exception as exc:
+            from ..._base import observe
+
+            observe.emit(logging.DEBUG, "prepare_failed", None, reason=type(exc).__name__)
+
+    def renew(self) -> None:
+        """In a forked child, or after a SnapStart restore: no pooled connection of the
+        process this one was copied from is used again, and credentials are read again."""
+        direct = self._direct
+        if direct is not None and type(direct) is not str:
+            direct.renew()
+        if self._client is not None:
+            forget_connections(self._client)
 
     def ready(self, operation: str, pk: str | None = None, *, step: str | None = None) -> None:
         """Build the client (and its wire path) now, before a caller reads its clock: building
@@ -217,6 +290,16 @@ class TableConnection:
             client=self._client,
             endpoint_url=self._endpoint_url,
         )
+
+
+def forget_connections(client: Any) -> None:
+    """Close, in this process, the client's pooled connections (copies of its parent's or of
+    the snapshot's): closing a copied socket leaves the other process's open, and the next
+    call opens one of this process's own."""
+    session = getattr(getattr(client, "_endpoint", None), "http_session", None)
+    close = getattr(session, "close", None)
+    if close is not None:
+        close()
 
 
 def send(

@@ -1,0 +1,350 @@
+"""`DirectWire`: the store's DynamoDB requests sent without a botocore client.
+
+A botocore client is mostly its service model and endpoint rules, loaded and compiled when it
+is built: about two thirds of a cold start's CPU for a function whose only AWS calls are the
+store's. Our requests are five fixed shapes, so this path needs none of that: it signs with
+botocore's own SigV4 signer and credentials, sends through botocore's own HTTP session
+(urllib3, TLS, proxies and CA bundle as a client sets them), decides retries with botocore's
+own standard retry handler (registered here as a client registers it: attempts, back-off, the
+retry quota, DynamoDB's CRC32 check), and reads answers as botocore's parser does
+(`shapes`), raising botocore's `ClientError`. `before-send` (moto, fault injectors, recorders)
+is emitted as a client emits it, on `events`.
+
+What a user can observe of a client it does not have, it cannot change: the path is used only
+for a store that builds its own client, in Lambda, when the environment decides every setting
+(`settings`); everything else (a client passed in, a tracer patching botocore, a profile)
+goes through a client as before. `renew` drops what must not outlive a fork or a SnapStart
+restore: pooled connections, credentials resolved before it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import types
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ..client import USER_AGENT
+from .model import (
+    CONTENT_TYPE,
+    OPERATIONS,
+    RETRYABLE_ERRORS,
+    SIGNING_NAME,
+    TARGET_PREFIX,
+)
+from .settings import Settings, environment_settings
+from .shapes import parsed_answer, request_body
+
+logger = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+"""As our default client's `total_max_attempts`."""
+CONNECT_TIMEOUT, READ_TIMEOUT = 2, 10
+"""As our default client's Config."""
+MAX_POOL_CONNECTIONS = 10
+"""botocore's default."""
+
+
+class DirectWire:
+    """The store's reads and writes over `settings`; any other method is `fallback()`'s (a
+    client: the operators' scan, and transactions, whose enlisted writes a client checks)."""
+
+    def __init__(self, settings: Settings, fallback: Callable[[], Any]) -> None:
+        from botocore.hooks import HierarchicalEmitter
+
+        self.settings = settings
+        self._fallback = fallback
+        self.events = HierarchicalEmitter()
+        """botocore's events as a client emits them: `request-created`, `before-send`,
+        `needs-retry`, `after-call` (with botocore's own retry handler on them)."""
+        self._lock = threading.Lock()
+        self._credentials = settings.credentials
+        self._http: Any = None
+        self._signer = _signer_class()
+        self._request_class = _request_class()
+        self._operations = {name: _Operation(name) for name in OPERATIONS.values()}
+        self._register_botocore_handlers()
+
+    def __repr__(self) -> str:
+        return f"DirectWire({self.settings.url!r})"
+
+    def _register_botocore_handlers(self) -> None:
+        import botocore.handlers
+        from botocore.model import ServiceId
+        from botocore.retries import standard
+
+        meta = types.SimpleNamespace(
+            events=self.events,
+            service_model=types.SimpleNamespace(service_id=ServiceId("DynamoDB")),
+        )
+        client: Any = types.SimpleNamespace(meta=meta)  # what the function reads of a client
+        # In a client's order: its signer, then the retry handler's, then the generic
+        # request-created handlers (the retry headers go on after the signature, unsigned).
+        self.events.register("request-created.dynamodb", self._sign)
+        standard.register_retry_handler(client, max_attempts=MAX_ATTEMPTS)
+        self.events.register("request-created", botocore.handlers.add_retry_headers)
+        # moto's mock_aws answers in a handler it adds to botocore's built-in ones, which
+        # every client gets when it is built; so does this path, for `before-send`.
+        for event, handler, *_ in botocore.handlers.BUILTIN_HANDLERS:
+            if event.startswith("before-send"):
+                self.events.register(event, handler)
+
+    # -- the store's calls ----------------------------------------------------------------
+
+    def put_item(self, **params: Any) -> dict[str, Any]:
+        return self._call("PutItem", params)
+
+    def get_item(self, **params: Any) -> dict[str, Any]:
+        return self._call("GetItem", params)
+
+    def transact_write_items(self, **params: Any) -> Any:
+        """Through the client: a transaction carries enlisted writes, data a user typed, which
+        a client checks against the model (an `{"SS": "vip"}` would be stored as the set of
+        its letters); the direct path has no model to check them with."""
+        return self._fallback().transact_write_items(**params)
+
+    def batch_get_item(self, **params: Any) -> dict[str, Any]:
+        return self._call("BatchGetItem", params)
+
+    def batch_write_item(self, **params: Any) -> dict[str, Any]:
+        return self._call("BatchWriteItem", params)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name in ("settings", "events"):
+            raise AttributeError(name)
+        return getattr(self._fallback(), name)  # scan, delete_item, meta...
+
+    # -- the process's life ---------------------------------------------------------------
+
+    def warm(self) -> None:
+        """Do once now what the first call would: the HTTP session and its TLS context, the
+        credentials read, a request signed (no request leaves)."""
+        self._session()
+        request = self._request("GetItem", b"{}", {"retries": {"attempt": 1, "invocation-id": "-"}})
+        del request
+
+    def renew(self) -> None:
+        """After a fork or a SnapStart restore: no pooled connection from before is used (a
+        child sharing its parent's socket reads the parent's answers), and credentials are
+        read again from the environment the process now has."""
+        with self._lock:
+            self._http = (
+                None  # the old pool is left to its process: closing would reach its sockets
+            )
+            settings = environment_settings(None, self.settings.region, None)
+            if not isinstance(settings, str):
+                self._credentials = settings.credentials
+
+    # -- one call -------------------------------------------------------------------------
+
+    def _call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One call, as a client's `_make_api_call` and `Endpoint._send_request` make it."""
+        body = request_body(params)
+        model = self._operations[operation]
+        context: dict[str, Any] = {"retries": {"attempt": 1, "invocation-id": str(uuid.uuid4())}}
+        request_dict = {"context": context}
+        attempts = 1
+        success, exception = self._attempt(operation, body, context)
+        while self._needs_retry(operation, model, attempts, request_dict, success, exception):
+            attempts += 1
+            context["retries"]["attempt"] = attempts
+            if success is not None:
+                _set_ttl(context["retries"], success)
+            success, exception = self._attempt(operation, body, context)
+        if success is not None:
+            success[1]["ResponseMetadata"]["RetryAttempts"] = attempts - 1
+        if exception is not None:
+            raise exception
+        assert success is not None
+        http, parsed = success
+        self.events.emit(
+            f"after-call.dynamodb.{operation}",
+            http_response=http,
+            parsed=parsed,
+            model=model,
+            context=context,
+        )
+        if http.status_code >= 300:
+            from botocore.exceptions import ClientError
+
+            answer: Any = parsed
+            raise ClientError(answer, operation)
+        return parsed
+
+    def _needs_retry(
+        self,
+        operation: str,
+        model: _Operation,
+        attempts: int,
+        request_dict: dict[str, Any],
+        success: tuple[Any, dict[str, Any]] | None,
+        exception: Exception | None,
+    ) -> bool:
+        responses = self.events.emit(
+            f"needs-retry.dynamodb.{operation}",
+            response=success,
+            endpoint=None,
+            operation=model,
+            attempts=attempts,
+            caught_exception=exception,
+            request_dict=request_dict,
+        )
+        delay = next((response for _, response in responses if response is not None), None)
+        if delay is None or delay is False:
+            return False
+        import time
+
+        time.sleep(delay)
+        return True
+
+    def _attempt(
+        self, operation: str, body: bytes, context: dict[str, Any]
+    ) -> tuple[tuple[Any, dict[str, Any]] | None, Exception | None]:
+        try:
+            prepared = self._request(operation, body, context)
+            responses = self.events.emit(f"before-send.dynamodb.{operation}", request=prepared)
+            http = next((response for _, response in responses if response is not None), None)
+            if http is None:
+                http = self._session().send(prepared)
+        except Exception as exc:
+            return None, exc
+        parsed = parsed_answer(operation, http.status_code, http.headers, http.content)
+        return (http, parsed), None
+
+    def _request(self, operation: str, body: bytes, context: dict[str, Any]) -> Any:
+        """A request built, `request-created` emitted and signed, as a client's endpoint
+        creates it, and prepared."""
+        from ..wire.build import _add_recursion_detection_header
+
+        headers = {
+            "X-Amz-Target": f"{TARGET_PREFIX}.{operation}",
+            "Content-Type": CONTENT_TYPE,
+            "User-Agent": USER_AGENT,
+        }
+        _add_recursion_detection_header(headers)
+        request = self._request_class(
+            method="POST", url=self.settings.url, data=body, headers=headers
+        )
+        request.context = context
+        self.events.emit(
+            f"request-created.dynamodb.{operation}", request=request, operation_name=operation
+        )
+        return request.prepare()
+
+    def _sign(self, request: Any, **_: Any) -> None:
+        frozen = self._credentials.get_frozen_credentials()
+        self._signer(frozen, SIGNING_NAME, self.settings.region).add_auth(request)
+
+    def _session(self) -> Any:
+        http = self._http
+        if http is None:
+            with self._lock:
+                http = self._http
+                if http is None:
+                    http = self._http = _http_session(self.settings)
+        return http
+
+
+class _Operation:
+    """What botocore's retry handler reads of an operation's model."""
+
+    has_streaming_input = has_streaming_output = False
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.service_model = types.SimpleNamespace(service_name="dynamodb")
+        self.error_shapes = [
+            types.SimpleNamespace(name=code, metadata={"retryable": {"throttling": throttling}})
+            for code, throttling in RETRYABLE_ERRORS.get(name, {}).items()
+        ]
+        self.metadata: dict[str, Any] = {}
+
+
+def direct_wire(
+    endpoint_url: str | None,
+    region_name: str | None,
+    table_name: str | None,
+    fallback: Callable[[], Any],
+) -> DirectWire | str:
+    """A `DirectWire`, or why the client must serve (`settings`, a tracer patching botocore)."""
+    patched = _patched_botocore()
+    if patched is not None:
+        return f"{patched} is patched (a tracer)"
+    try:
+        settings = environment_settings(endpoint_url, region_name, table_name)
+    except Exception as exc:  # partial credentials, an unreadable container endpoint...
+        return f"{type(exc).__name__} reading the settings"  # the client raises it as it did
+    if isinstance(settings, str):
+        return settings
+    return DirectWire(settings, fallback)
+
+
+def _patched_botocore() -> str | None:
+    """A botocore method tracers wrap to see each call (X-Ray, OpenTelemetry, Powertools'
+    Tracer): their spans come from a client, so a client must make the calls."""
+    from botocore.client import BaseClient
+    from botocore.endpoint import Endpoint
+
+    from ..wire.guard import _botocore_function
+    from ..wire.plan import CannotHonourError
+
+    for cls, names in ((BaseClient, ("_make_api_call",)), (Endpoint, ("prepare_request", "_send"))):
+        for name in names:
+            try:
+                _botocore_function(cls, name)
+            except CannotHonourError:
+                return f"botocore's {cls.__name__}.{name}"
+    return None
+
+
+def _set_ttl(retries: dict[str, Any], success: tuple[Any, dict[str, Any]]) -> None:
+    """botocore's TTL in `amz-sdk-request` for a retry after an answer (from its date)."""
+    from botocore.endpoint import Endpoint
+
+    set_ttl = getattr(Endpoint, "_set_ttl", None)
+    calculate = getattr(Endpoint, "_calculate_ttl", None)
+    if set_ttl is None or calculate is None:
+        return
+    endpoint = types.SimpleNamespace(_calculate_ttl=lambda *args: calculate(None, *args))
+    set_ttl(endpoint, retries, READ_TIMEOUT, success)
+
+
+def _http_session(settings: Settings) -> Any:
+    """botocore's HTTP session, as a client's endpoint builds it with our default Config."""
+    import socket
+
+    from botocore import httpsession
+
+    session_class: Any = httpsession.URLLib3Session  # its stubs' types are narrower than it
+
+    options = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+    if settings.keepalive:
+        options.append((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1))
+    return session_class(
+        verify=settings.verify,
+        proxies=settings.proxies,
+        timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
+        max_pool_connections=MAX_POOL_CONNECTIONS,
+        socket_options=options,
+    )
+
+
+def _signer_class() -> type:
+    """botocore's SigV4 signer, or its cheaper twin (`wire.request`) where this botocore
+    allows it."""
+    from botocore.auth import SigV4Auth
+
+    from ..wire.request import wire_parts
+
+    parts = wire_parts()
+    return SigV4Auth if parts is None else parts.sigv4
+
+
+def _request_class() -> type:
+    from ..wire.build import signing_request_class
+    from ..wire.request import wire_parts
+
+    parts = wire_parts()
+    return signing_request_class() if parts is None else parts.request
