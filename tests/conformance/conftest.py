@@ -1,7 +1,8 @@
 """The store conformance suite's fixtures: one `store_factory` per store under test.
 
 Every test in this package takes `store_factory` and runs once per factory: DynamoDB Local
-in the native layout, DynamoDB Local in Powertools' layout, moto in the native layout, and
+in the native layout, DynamoDB Local in Powertools' layout, DynamoDB Local as a Lambda
+function's own store reaches it (the direct path), moto in the native layout, and
 ValkeyStore on one real Valkey node and on a real cluster of three primaries.
 A store of your own runs the same tests: point IDEMPOTENCY_STORE_FACTORY at a
 `module:name` that is a `StoreFactory` (or a callable returning one, or a list of them), see
@@ -158,6 +159,38 @@ def _local_powertools(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
     yield _dynamodb("dynamodb-local-powertools", lambda: _powertools(client), DYNAMODB)
 
 
+LAMBDA_ENVIRONMENT = {
+    "AWS_LAMBDA_FUNCTION_NAME": "conformance",
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "local",
+    "AWS_SECRET_ACCESS_KEY": "local",
+    "AWS_SESSION_TOKEN": "local",
+}
+"""What Lambda's runtime sets that a store building its own client reads."""
+
+
+def _local_direct(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
+    """A store as a Lambda function builds it, `DynamoDBStore(table)`: in Lambda, its requests
+    go the direct path (`_stores.dynamodb.direct`), no botocore client."""
+    from lambda_idempotency._stores.dynamodb.direct.transport import DirectWire
+
+    endpoint = request.getfixturevalue("dynamodb_local_endpoint")
+    monkeypatch = request.getfixturevalue("monkeypatch")
+    for name, value in {**LAMBDA_ENVIRONMENT, "AWS_ENDPOINT_URL_DYNAMODB": endpoint}.items():
+        monkeypatch.setenv(name, value)
+    for name in ("IDEMPOTENCY_FAST_WIRE", "IDEMPOTENCY_DIRECT_WIRE", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    client = _local_client(endpoint)
+
+    def make() -> DynamoDBStore:
+        store = DynamoDBStore(create_idempotency_table(client, next(_tables)))
+        assert isinstance(store._caller(), DirectWire), store._direct
+        return store
+
+    yield _dynamodb("dynamodb-local-direct", make, DYNAMODB | {TOMBSTONE, SCOPE})
+
+
 def _moto_native(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
     import boto3
     from moto import mock_aws
@@ -217,6 +250,7 @@ def _valkey_cluster(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
 BUILT_IN: dict[str, Callable[[pytest.FixtureRequest], Iterator[StoreFactory]]] = {
     "dynamodb-local-native": _local_native,
     "dynamodb-local-powertools": _local_powertools,
+    "dynamodb-local-direct": _local_direct,
     "moto-native": _moto_native,
     "valkey-node": _valkey_node,
     "valkey-cluster": _valkey_cluster,

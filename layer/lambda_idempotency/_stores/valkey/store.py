@@ -76,6 +76,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..._base import lifecycle
 from ..._base.errors import (
     STORED_RECORD_UNREADABLE,
     UNKNOWN_RECORD_STATUS,
@@ -221,6 +222,21 @@ class ValkeyStore:
         """Whether a failure to connect means nothing was sent: true of the clients this
         store builds (redis-py retries nothing on them: a retry hides whether an earlier
         attempt went out), false of a client given, which may retry or re-route."""
+        lifecycle.track(self)
+
+    def prepare(self) -> None:
+        """Nothing to build ahead: a connection opened before a SnapStart snapshot would be
+        a dead one after the restore (`_base.lifecycle`)."""
+
+    def renew(self) -> None:
+        """In a forked child or a restored SnapStart environment: a waiter id of its own (a
+        copied one shares its parent's wake-ups), and a client of its own when the store built
+        it (redis-py renews a pool in a forked child, not after a restore)."""
+        self._waiter = secrets.token_hex(8)
+        if self._url is not None:
+            with self._building:
+                self._client = None
+                self._scripts = None
 
     def __repr__(self) -> str:
         where = "client" if self._url is None else _masked(self._url)
