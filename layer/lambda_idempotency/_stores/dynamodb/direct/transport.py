@@ -29,6 +29,7 @@ from typing import Any
 from ..client import USER_AGENT
 from .model import (
     CONTENT_TYPE,
+    ERROR_MEMBERS,
     OPERATIONS,
     RETRYABLE_ERRORS,
     SIGNING_NAME,
@@ -65,6 +66,10 @@ class DirectWire:
         self._signer = _signer_class()
         self._request_class = _request_class()
         self._operations = {name: _Operation(name) for name in OPERATIONS.values()}
+        import botocore
+
+        # our default client's: the user agent it is given, and boto3's session's extra
+        self._user_agent = f"{USER_AGENT} Botocore/{botocore.__version__}"
         self._register_botocore_handlers()
 
     def __repr__(self) -> str:
@@ -167,10 +172,8 @@ class DirectWire:
             context=context,
         )
         if http.status_code >= 300:
-            from botocore.exceptions import ClientError
-
             answer: Any = parsed
-            raise ClientError(answer, operation)
+            raise _error_class(parsed.get("Error", {}).get("Code"))(answer, operation)
         return parsed
 
     def _needs_retry(
@@ -221,7 +224,7 @@ class DirectWire:
         headers = {
             "X-Amz-Target": f"{TARGET_PREFIX}.{operation}",
             "Content-Type": CONTENT_TYPE,
-            "User-Agent": USER_AGENT,
+            "User-Agent": self._user_agent,
         }
         _add_recursion_detection_header(headers)
         request = self._request_class(
@@ -297,6 +300,22 @@ def _patched_botocore() -> str | None:
             except CannotHonourError:
                 return f"botocore's {cls.__name__}.{name}"
     return None
+
+
+_ERROR_CLASSES: dict[str, type] = {}
+
+
+def _error_class(code: str | None) -> Any:
+    """As a client's `exceptions.from_code`: a ClientError subclass named after a modeled
+    error (made once per process), else ClientError itself."""
+    from botocore.exceptions import ClientError
+
+    if code not in ERROR_MEMBERS:
+        return ClientError
+    found = _ERROR_CLASSES.get(code)
+    if found is None:
+        found = _ERROR_CLASSES[code] = type(code, (ClientError,), {})
+    return found
 
 
 def _set_ttl(retries: dict[str, Any], success: tuple[Any, dict[str, Any]]) -> None:
