@@ -93,6 +93,9 @@ class DynamoDBStore(TableConnection):
     store holds its layout (`layout`: the record format and the key hashing, one object),
     and does the I/O for either.
 
+    In Lambda, a store given no client sends the protocol's requests through the direct
+    path (`direct.transport`: no botocore client, prepared during INIT; docs/lambda-modes.md)
+    wherever the environment decides every setting; elsewhere, or with a client passed in,
     `fast_wire` (on by default, for our own client and for one passed in) sends the
     protocol's requests through a lean path over the client's own botocore parts (signer,
     credentials, endpoint, HTTP session, retry handler, `before-send`), for about 0.6 of
@@ -101,7 +104,8 @@ class DynamoDBStore(TableConnection):
     Stubber, a hook on an event it skips, X-Ray or OpenTelemetry patching, endpoint
     discovery): what a client can observe does not change. `fast_wire=False`, or
     IDEMPOTENCY_FAST_WIRE=0 in the environment (no redeploy of code needed), sends every
-    request through boto3 as usual.
+    request through boto3 as usual (IDEMPOTENCY_DIRECT_WIRE=0 turns off the direct path
+    alone).
     """
 
     layout: Layout = NATIVE_KEYS
