@@ -17,6 +17,7 @@ from . import (
     cpu,
     fingerprint,
     hot_key,
+    lambda_cold_start,
     latency,
     placement,
     production_setups,
@@ -40,6 +41,7 @@ SECTIONS = (
     "round_trips",
     "latency",
     "cold_start",
+    "lambda_cold_start",
     "memory",
     "storage",
     "placement",
@@ -169,6 +171,11 @@ def run(
                     install_requirements=plan.build_layer_requirements,
                 ),
                 cold_start.measure_self_check(plan.import_runs),
+            )
+        if "lambda_cold_start" in wanted:
+            log("cold start as Lambda has it: INIT and a first invocation, fresh interpreters")
+            sections["lambda_cold_start"] = lambda_cold_start.section(
+                lambda_cold_start.measure(endpoint_url, runs=plan.lambda_cold_runs)
             )
         if "memory" in wanted:
             log("resident memory in fresh interpreters")
