@@ -178,10 +178,9 @@ def run(
                 lambda_cold_start.measure(endpoint_url, runs=plan.lambda_cold_runs)
             )
         if "memory" in wanted:
-            log("resident memory in fresh interpreters")
+            log("resident memory in fresh interpreters, each library on its default store")
             sections["memory"] = rss.section(
-                rss.measure(endpoint_url, calls=plan.memory_calls, runs=plan.memory_runs),
-                calls=plan.memory_calls,
+                rss.measure(endpoint_url, calls=plan.memory_calls, runs=plan.memory_runs)
             )
         sections.update(_storage_sections(plan, endpoint_url, wanted, log))
         if "fingerprint" in wanted:
