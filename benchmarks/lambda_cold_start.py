@@ -342,7 +342,7 @@ def measure(endpoint_url: str, *, runs: int) -> ColdStarts:
 def _median(values: list[Sample], part: str) -> float:
     if part == "sum":
         return statistics.median(sample.setup + sample.first for sample in values)
-    return statistics.median(getattr(sample, part) for sample in values)
+    return statistics.median(float(getattr(sample, part)) for sample in values)
 
 
 PARTS = (
