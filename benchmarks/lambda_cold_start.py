@@ -374,7 +374,7 @@ def section(results: ColdStarts) -> Section:
         rows.append(
             [
                 f"`{kind}`",
-                "DynamoDB clients made by the end of INIT",
+                "botocore clients in the process at the end of INIT",
                 str(max(sample.clients_after_init for sample in ours)),
                 str(max(sample.clients_after_init for sample in theirs)),
                 "",
