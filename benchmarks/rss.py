@@ -124,7 +124,7 @@ def _run_child(
         timeout=600,
     )
     if finished.returncode:
-        raise RuntimeError(f"{slug}: the memory probe failed:\n{finished.stderr[-3000:]}")
+        raise RuntimeError(f"{slug}: the memory probe failed:\n{finished.stderr[-8000:]}")
     result: dict[str, Any] = json.loads(finished.stdout.strip().splitlines()[-1])
     return result
 
