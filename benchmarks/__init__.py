@@ -12,7 +12,11 @@ absolute timings are noisy. Sections, one module each:
     round_trips  requests per scenario, counted with botocore's event hooks
     latency      end-to-end p50 / p99 on DynamoDB Local over loopback
     cold_start   import time over boto3: from the SAM-built layer as shipped, and installed
-    memory       resident memory per library after init and after each invocation path
+    lambda_cold_start
+                 INIT and the first invocation in CPU time, as Lambda starts an interpreter,
+                 each library on its default client (on-demand and provisioned concurrency)
+    memory       resident memory per library on its default store, in Lambda's environment,
+                 after INIT, after a first call on each invocation path and after many
     storage      stored bytes, round trips and capacity (DynamoDB's rules), 1 KB .. 5.8 MB results
     contention   64 concurrent duplicates of one key
     throughput   distinct-key invocations per second against raw PutItem

@@ -33,6 +33,10 @@ class Contender:
     """wrap(client, table, handler, *, cache, on_in_progress) -> the decorated handler."""
     in_progress_error: Callable[[], type[BaseException]]
     """The exception a duplicate gets while the key is in flight."""
+    decorate: Callable[..., Handler]
+    """decorate(store, handler, *, cache, on_in_progress) -> the handler decorated over a store
+    already built (Powertools: a persistence layer), as several handlers of one function share
+    the store its module builds."""
     default_client: Callable[[str], Any] = dynamodb_client
     """default_client(endpoint_url) -> the client the library makes when given none."""
 
@@ -45,12 +49,21 @@ def _wrap_ours(
     cache: bool,
     on_in_progress: InProgressPolicy = "raise",
 ) -> Handler:
-    from lambda_idempotency import DynamoDBStore, idempotent
+    from lambda_idempotency import DynamoDBStore
+
+    store = DynamoDBStore(table, client=client)
+    return _decorate_ours(store, handler, cache=cache, on_in_progress=on_in_progress)
+
+
+def _decorate_ours(
+    store: Any, handler: Handler, *, cache: bool, on_in_progress: InProgressPolicy = "raise"
+) -> Handler:
+    from lambda_idempotency import idempotent
 
     return idempotent(
         key=KEY_SELECTION,
         payload=PAYLOAD_SELECTION,
-        store=DynamoDBStore(table, client=client),
+        store=store,
         cache_size=256 if cache else 0,
         on_in_progress=on_in_progress,
     )(handler)
@@ -70,11 +83,16 @@ def _wrap_powertools(
     cache: bool,
     on_in_progress: InProgressPolicy = "raise",
 ) -> Handler:
-    from aws_lambda_powertools.utilities.idempotency import (
-        DynamoDBPersistenceLayer,
-        IdempotencyConfig,
-        idempotent,
-    )
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+    layer = DynamoDBPersistenceLayer(table_name=table, boto3_client=client)
+    return _decorate_powertools(layer, handler, cache=cache, on_in_progress=on_in_progress)
+
+
+def _decorate_powertools(
+    layer: Any, handler: Handler, *, cache: bool, on_in_progress: InProgressPolicy = "raise"
+) -> Handler:
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig, idempotent
 
     if on_in_progress != "raise":
         raise ValueError("Powertools idempotency has no way to wait for an in-flight duplicate")
@@ -83,7 +101,6 @@ def _wrap_powertools(
         payload_validation_jmespath=PAYLOAD_SELECTION,
         use_local_cache=cache,
     )
-    layer = DynamoDBPersistenceLayer(table_name=table, boto3_client=client)
     decorated: Handler = idempotent(config=config, persistence_store=layer)(handler)
     return decorated
 
@@ -102,6 +119,7 @@ OURS = Contender(
     key_attribute="pk",
     wrap=_wrap_ours,
     in_progress_error=_ours_in_progress,
+    decorate=_decorate_ours,
     default_client=our_default_client,
 )
 POWERTOOLS = Contender(
@@ -110,5 +128,6 @@ POWERTOOLS = Contender(
     key_attribute="id",
     wrap=_wrap_powertools,
     in_progress_error=_powertools_in_progress,
+    decorate=_decorate_powertools,
 )
 CONTENDERS = (OURS, POWERTOOLS)

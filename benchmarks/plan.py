@@ -19,6 +19,7 @@ class Plan:
     latency_calls: int = 500
     import_runs: int = 15
     layer_import_runs: int = 15
+    lambda_cold_runs: int = 9
     memory_calls: int = 300
     memory_runs: int = 3
     build_layer_requirements: bool = True
@@ -51,6 +52,7 @@ class Plan:
             latency_calls=3,
             import_runs=1,
             layer_import_runs=1,
+            lambda_cold_runs=1,
             memory_calls=2,
             memory_runs=1,
             build_layer_requirements=False,

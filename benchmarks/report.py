@@ -96,15 +96,26 @@ def render(
         "",
     ]
     for section in sections:
-        parts += [f"## {section.title}", "", section.method, ""]
-        for table in section.tables:
-            parts += [markdown_table(table), ""]
-        if section.budgets:
-            parts += [markdown_table(budgets_table(section.budgets)), ""]
-        parts += [f"- {note}" for note in section.notes]
-        if section.notes:
-            parts.append("")
+        parts += section_lines(section)
     return scrub("\n".join(parts).rstrip() + "\n")
+
+
+def section_lines(section: Section) -> list[str]:
+    """One section as the page shows it, from its `## ` title on."""
+    parts = [f"## {section.title}", "", section.method, ""]
+    for table in section.tables:
+        parts += [markdown_table(table), ""]
+    if section.budgets:
+        parts += [markdown_table(budgets_table(section.budgets)), ""]
+    parts += [f"- {note}" for note in section.notes]
+    if section.notes:
+        parts.append("")
+    return parts
+
+
+def render_section(section: Section) -> str:
+    """One section alone, as a module run by itself prints it."""
+    return scrub("\n".join(section_lines(section)).rstrip() + "\n")
 
 
 _URL = re.compile(r"https?://[^\s)'\"]+")

@@ -17,6 +17,7 @@ from . import (
     cpu,
     fingerprint,
     hot_key,
+    lambda_cold_start,
     latency,
     placement,
     production_setups,
@@ -40,6 +41,7 @@ SECTIONS = (
     "round_trips",
     "latency",
     "cold_start",
+    "lambda_cold_start",
     "memory",
     "storage",
     "placement",
@@ -170,11 +172,15 @@ def run(
                 ),
                 cold_start.measure_self_check(plan.import_runs),
             )
+        if "lambda_cold_start" in wanted:
+            log("cold start as Lambda has it: INIT and a first invocation, fresh interpreters")
+            sections["lambda_cold_start"] = lambda_cold_start.section(
+                lambda_cold_start.measure(endpoint_url, runs=plan.lambda_cold_runs)
+            )
         if "memory" in wanted:
-            log("resident memory in fresh interpreters")
+            log("resident memory in fresh interpreters, each library on its default store")
             sections["memory"] = rss.section(
-                rss.measure(endpoint_url, calls=plan.memory_calls, runs=plan.memory_runs),
-                calls=plan.memory_calls,
+                rss.measure(endpoint_url, calls=plan.memory_calls, runs=plan.memory_runs)
             )
         sections.update(_storage_sections(plan, endpoint_url, wanted, log))
         if "fingerprint" in wanted:

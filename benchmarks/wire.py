@@ -108,7 +108,7 @@ def calls_per_path(client: Any, table: str) -> dict[str, Callable[[], Any]]:
 
 
 def contender(name: str, slug: str, wrap: Callable[..., Any], key: str) -> Contender:
-    return Contender(name, slug, key, wrap, OURS.in_progress_error)
+    return Contender(name, slug, key, wrap, OURS.in_progress_error, OURS.decorate)
 
 
 class PerInvocation(NamedTuple):

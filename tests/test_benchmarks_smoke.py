@@ -30,6 +30,7 @@ SECTION_TITLES = (
     "## Round trips",
     "## End-to-end latency",
     "## Cold start",
+    "## Cold start as Lambda has it",
     "## Resident memory",
     "## Storage and cost",
     "## Fingerprinting hostile bodies",
@@ -64,6 +65,11 @@ def test_the_suite_writes_a_report_with_every_section(
     assert "random text" in text and "BatchWriteItem" in text  # the chunk path was taken
     assert "computed from DynamoDB's documented rules" in text
     assert "no bytecode" in text
+    # the Lambda cold start (both initialization types) and resident memory: each library's
+    # default client reached DynamoDB Local, from interpreters that read bytecode, compiled none
+    assert "| `provisioned-concurrency` | **set-up + first invocation** |" in text
+    assert "| first call: warm-cache replay |" in text  # memory, each on its default store
+    assert text.count("compiled from source (must be none): none") == 2
     assert "processes, first wait" in text and "processes, has seen a run" in text  # hot key
     assert "**met**" in text or "**missed**" in text
     assert f"![Benchmark chart]({CHART_NAME})" in text
