@@ -27,6 +27,7 @@ ON_IMPORT = {
     "_base.clock",
     "_base.errors",
     "_base.keys",
+    "_base.lifecycle",
     "_base.observe",
     "_base.value",
     "_decorators",

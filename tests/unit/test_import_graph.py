@@ -27,6 +27,7 @@ FOLDERS: list[str] = [
     "_base",
     "_stores",
     "_stores.dynamodb.wire",
+    "_stores.dynamodb.direct",
     "_stores.dynamodb",
     "_stores.valkey",
     "_protocol",

@@ -203,10 +203,15 @@ class TableConnection:
         return "AWS_LAMBDA_FUNCTION_NAME" in os.environ
 
     def _build_direct(self) -> Any:
+        from .client import USER_AGENT
         from .direct.transport import direct_wire
 
         built = direct_wire(
-            self._endpoint_url, self._region_name, self._peek_table_name(), lambda: self.client
+            self._endpoint_url,
+            self._region_name,
+            self._peek_table_name(),
+            lambda: self.client,
+            USER_AGENT,
         )
         if isinstance(built, str):
             from ..._base import observe

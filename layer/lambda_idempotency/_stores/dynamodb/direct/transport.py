@@ -26,7 +26,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ..client import USER_AGENT
 from .model import (
     CONTENT_TYPE,
     ERROR_MEMBERS,
@@ -52,7 +51,7 @@ class DirectWire:
     """The store's reads and writes over `settings`; any other method is `fallback()`'s (a
     client: the operators' scan, and transactions, whose enlisted writes a client checks)."""
 
-    def __init__(self, settings: Settings, fallback: Callable[[], Any]) -> None:
+    def __init__(self, settings: Settings, fallback: Callable[[], Any], user_agent: str) -> None:
         from botocore.hooks import HierarchicalEmitter
 
         self.settings = settings
@@ -69,7 +68,7 @@ class DirectWire:
         import botocore
 
         # our default client's: the user agent it is given, and boto3's session's extra
-        self._user_agent = f"{USER_AGENT} Botocore/{botocore.__version__}"
+        self._user_agent = f"{user_agent} Botocore/{botocore.__version__}"
         self._register_botocore_handlers()
 
     def __repr__(self) -> str:
@@ -270,6 +269,7 @@ def direct_wire(
     region_name: str | None,
     table_name: str | None,
     fallback: Callable[[], Any],
+    user_agent: str,
 ) -> DirectWire | str:
     """A `DirectWire`, or why the client must serve (`settings`, a tracer patching botocore)."""
     patched = _patched_botocore()
@@ -281,7 +281,7 @@ def direct_wire(
         return f"{type(exc).__name__} reading the settings"  # the client raises it as it did
     if isinstance(settings, str):
         return settings
-    return DirectWire(settings, fallback)
+    return DirectWire(settings, fallback, user_agent)
 
 
 def _patched_botocore() -> str | None:
