@@ -85,7 +85,8 @@ def _both(
         try:
             answer = getattr(caller, method)(**params)
         except ClientError as exc:
-            answer = {"raised": str(exc), "class": type(exc).__name__, **exc.response}
+            kind = f"{type(exc).__module__}.{type(exc).__name__}"
+            answer = {"raised": str(exc), "class": kind, **exc.response}
         answers.append(_stable(answer))
     return answers[0], answers[1]
 
@@ -369,3 +370,23 @@ def test_each_regions_endpoint_is_the_one_botocores_rules_give(
         client = session.client("dynamodb", region_name=region)
         sent = _sent(client, client.meta.events, "get_item", TableName="t", Key={"pk": {"S": "k"}})
         assert settings.url == sent.url, region
+
+
+def test_a_tracer_patching_after_the_path_was_built_gets_the_calls(
+    pair: tuple[DirectWire, Any, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """X-Ray, OpenTelemetry or Powertools' Tracer set up after INIT: the calls go through a
+    client from then on, so the tracer sees them."""
+    from botocore.client import BaseClient
+
+    direct, _, table = pair
+    original = BaseClient._make_api_call
+    seen: list[str] = []
+
+    def traced(self: Any, operation: str, params: Any) -> Any:
+        seen.append(operation)
+        return original(self, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", traced)
+    direct.get_item(TableName=table, Key={"pk": {"S": "k"}})
+    assert seen == ["GetItem"]

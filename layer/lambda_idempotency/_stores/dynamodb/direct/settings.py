@@ -22,9 +22,8 @@ from typing import Any
 
 from .model import ENDPOINT_PREFIX
 
-TRUE = ("true", "1", "yes")
-"""botocore's `ensure_boolean` for environment values: 'true' in any case (we take 1/yes too,
-which can only send more to the client)."""
+TRUE = ("true",)
+"""botocore's `ensure_boolean` for environment values: 'true' in any case, nothing else."""
 REGION = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 ENDPOINT_URL = re.compile(r"https?://[^\s/?#]+(?:/[^\s?#]*)?")
 FILES = (

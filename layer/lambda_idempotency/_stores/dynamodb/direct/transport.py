@@ -144,7 +144,13 @@ class DirectWire:
     # -- one call -------------------------------------------------------------------------
 
     def _call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
-        """One call, as a client's `_make_api_call` and `Endpoint._send_request` make it."""
+        """One call, as a client's `_make_api_call` and `Endpoint._send_request` make it; by
+        the client when a tracer patched botocore after this path was built (its spans come
+        from a client)."""
+        if _traced():
+            method = next(m for m, name in OPERATIONS.items() if name == operation)
+            traced: dict[str, Any] = getattr(self._fallback(), method)(**params)
+            return traced
         body = request_body(params)
         model = self._operations[operation]
         context: dict[str, Any] = {"retries": {"attempt": 1, "invocation-id": str(uuid.uuid4())}}
@@ -284,6 +290,15 @@ def direct_wire(
     return DirectWire(settings, fallback, user_agent)
 
 
+_BOTOCORE_OWN: list[tuple[type, str, object]] = []
+"""botocore's own methods a tracer wraps, as found when the first direct path was built."""
+
+
+def _traced() -> bool:
+    """Whether one of them was replaced since (three look-ups a call)."""
+    return any(cls.__dict__.get(name) is not own for cls, name, own in _BOTOCORE_OWN)
+
+
 def _patched_botocore() -> str | None:
     """A botocore method tracers wrap to see each call (X-Ray, OpenTelemetry, Powertools'
     Tracer): their spans come from a client, so a client must make the calls."""
@@ -296,9 +311,11 @@ def _patched_botocore() -> str | None:
     for cls, names in ((BaseClient, ("_make_api_call",)), (Endpoint, ("prepare_request", "_send"))):
         for name in names:
             try:
-                _botocore_function(cls, name)
+                own = _botocore_function(cls, name)
             except CannotHonourError:
                 return f"botocore's {cls.__name__}.{name}"
+            if len(_BOTOCORE_OWN) < 3 and own is cls.__dict__.get(name):
+                _BOTOCORE_OWN.append((cls, name, own))
     return None
 
 
@@ -314,7 +331,10 @@ def _error_class(code: str | None) -> Any:
         return ClientError
     found = _ERROR_CLASSES.get(code)
     if found is None:
-        found = _ERROR_CLASSES[code] = type(code, (ClientError,), {})
+        # named and placed as botocore's error factory makes them
+        found = _ERROR_CLASSES[code] = type(
+            code, (ClientError,), {"__module__": "botocore.errorfactory"}
+        )
     return found
 
 
