@@ -1,8 +1,9 @@
 """Each entry point used without its extra names the extra to install, never a bare
 ModuleNotFoundError: the tooling's (`[cli]`, `[testing]`) and the runtime's features that need
-Powertools (`[powertools]`) or redis-py (`[valkey]`). The dependency is hidden here
-(`uninstalled`, here or in a fresh interpreter: its import fails as a missing one's does); `make package-check` installs each extra alone in a clean virtualenv and
-runs the entry points for real (tests/extras_check.py)."""
+Powertools (`[powertools]`) or redis-py (`[valkey]`). The dependency is hidden here or in a
+fresh interpreter (its import fails as a missing one's does); `make package-check` installs
+each extra alone in a clean virtualenv and runs the entry points for real
+(tests/extras_check.py)."""
 
 from __future__ import annotations
 
@@ -141,11 +142,13 @@ def attempt(name, build):
     except ImportError as exc:
         shown[name] = [type(exc).__name__, getattr(exc, "extra", None), str(exc)]
 
-attempt("plain key", lambda: idempotent(store=store, key="body.order_id")(print))
-attempt("a field named like a function", lambda: idempotent(store=store, key="powertools_x[0]")(print))
-attempt("powertools_json key", lambda: idempotent(store=store, key="powertools_json(body).id")(print))
-attempt("powertools payload", lambda: idempotent(
-    store=store, key="id", payload="powertools_base64(data)")(print))
+def decorate(**options):
+    return lambda: idempotent(store=store, **options)(print)
+
+attempt("plain key", decorate(key="body.order_id"))
+attempt("a field named like a function", decorate(key="powertools_x[0]"))
+attempt("powertools_json key", decorate(key="powertools_json(body).id"))
+attempt("powertools payload", decorate(key="id", payload="powertools_base64(data)"))
 attempt("idempotent_record", lambda: idempotent_record(store=store)(print))
 ran = []
 attempt("process_batch", lambda: process_batch(
