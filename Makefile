@@ -83,9 +83,10 @@ test-boto3-path: setup
 	IDEMPOTENCY_FAST_WIRE=0 $(BIN)/python -m pytest -q -m 'not benchmark_suite and not valkey'
 
 ## The package as users install it: the wheel built, then installed with each extra alone
-## (none, [cli], [testing], [durable]) in a fresh virtualenv under the temp folder, and that
-## extra's entry point run there (tests/extras_check.py). Downloads from the package registry,
-## quick once pip's cache holds them (1.5-2.5 min); `make test` leaves it out.
+## (none, [aws-sdk], [powertools], [cli], [testing], [durable], [valkey]) in a fresh virtualenv
+## under the temp folder, and that extra's entry point run there (tests/extras_check.py); a
+## feature used without its extra names it. Downloads from the package registry, quick once
+## pip's cache holds them (1.5-2.5 min); `make test` leaves it out.
 package-check: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=300 tests/extras_check.py
 
