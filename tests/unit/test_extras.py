@@ -234,3 +234,19 @@ def test_the_command_without_boto3_names_the_cli_extra(
     )
     assert command.main(["--help"]) == 0
     assert "run-samples" in capsys.readouterr().out
+
+
+def test_a_moto_table_without_boto3_names_the_testing_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The test helpers' boto3 comes with `[testing]` (moto brings it): that is the extra they
+    name, not the command's."""
+    from lambda_idempotency.testing import IdempotencyTable
+
+    uninstalled(monkeypatch, "boto3")
+    with pytest.raises(MissingExtraError) as raised:
+        IdempotencyTable()
+    assert str(raised.value) == (
+        "idempotency_table needs boto3, which is not installed: "
+        "pip install 'lambda-idempotency[testing]'"
+    )

@@ -31,11 +31,18 @@ needs boto3 for its DynamoDB commands, so the extra to name for it is `cli` (the
 import boto3 after moto, whose extra brings it)."""
 
 
-def missing_extra(exc: ModuleNotFoundError, purpose: str) -> ImportError:
+def missing_extra(exc: ModuleNotFoundError, purpose: str, *, sdk_extra: str = "cli") -> ImportError:
     """The error to raise `from exc` when an import for `purpose` failed: a MissingExtraError
     naming the extra when the missing module is one an extra installs, else `exc` itself (a
-    module missing from inside an installed dependency is its own problem)."""
-    return _missing_extra(exc, purpose, EXTRAS)
+    module missing from inside an installed dependency is its own problem). boto3 is named
+    with `sdk_extra`: the command's (`cli`) or the test helpers' (`testing`)."""
+    extras = EXTRAS
+    if sdk_extra != "cli":
+        extras = {**EXTRAS, **{name: (EXTRAS[name][0], sdk_extra) for name in _SDK}}
+    return _missing_extra(exc, purpose, extras)
+
+
+_SDK = ("boto3", "botocore")
 
 
 __all__ = ["EXTRAS", "MissingExtraError", "missing_extra"]
