@@ -1,5 +1,6 @@
 """What a built Lambda layer must hold: every runtime module of the library with bytecode for
-the runtime the layer targets, and none of the development tooling.
+the runtime the layer targets, none of the development tooling, and nothing but the package
+(the runtime ships boto3, botocore and jmespath; Powertools is the `powertools` extra).
 
     python -m tests.layer_check .aws-sam/build/IdempotencyLayer/python
 
@@ -49,6 +50,12 @@ def problems(python_dir: Path) -> list[str]:
     for name in DEVELOPMENT_ONLY:
         if (package / name).exists():
             found.append(f"development tooling in the layer: {PACKAGE}/{name}")
+    found += [
+        f"not the package's: {entry.name} (the layer is {PACKAGE} alone: Lambda's runtime "
+        "ships boto3, Powertools is the `powertools` extra)"
+        for entry in sorted(python_dir.iterdir())
+        if entry.name != PACKAGE
+    ]
     for source in sorted(python_dir.rglob("*.py")):
         if "__pycache__" in source.parts:
             continue
@@ -77,8 +84,9 @@ def main(argv: list[str]) -> int:
         return 1
     modules = sum(1 for _ in python_dir.rglob("*.py"))
     print(
-        f"layer: {len(runtime_modules())} runtime modules of {PACKAGE}, no development tooling; "
-        f"{modules} .py files, each with {CACHE_TAG} bytecode (unchecked hash)"
+        f"layer: {len(runtime_modules())} runtime modules of {PACKAGE} and nothing else, no "
+        f"development tooling; {modules} .py files, each with {CACHE_TAG} bytecode (unchecked "
+        "hash)"
     )
     return 0
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypedDict, TypeVar, Unp
 
 from ._base import keys as _keys
 from ._base.errors import NotABatchEventError
+from ._base.extras import missing_extra, require
 from ._base.keys import Selector
 from ._decorators import build_engine
 from ._protocol import execution as _execution
@@ -30,6 +31,11 @@ if TYPE_CHECKING:
 
 R = TypeVar("R")
 EventType = Literal["SQS", "KinesisDataStreams", "DynamoDBStreams"]
+
+_POWERTOOLS = "aws_lambda_powertools"
+"""Powertools for AWS Lambda, whose batch processors `process_batch` runs on: the
+`powertools` extra."""
+_NEEDS_POWERTOOLS = "process_batch and idempotent_record (on Powertools' batch processors)"
 
 _EVENT_SOURCES: dict[str, EventType] = {
     "aws:sqs": "SQS",
@@ -152,7 +158,11 @@ def idempotent_record(
     payload: what must match under a reused key; default: the SQS body, the Kinesis data,
         the DynamoDB Streams change (event name, keys, images). A mismatch is reported as a
         failure, never acknowledged. The rest of `Options` as for `idempotent`.
+
+    `process_batch` runs on Powertools' batch processors: without Powertools installed, the
+    decoration raises MissingExtraError naming the `powertools` extra.
     """
+    require(_POWERTOOLS, _NEEDS_POWERTOOLS)
     options.setdefault("payload", record_content)
 
     def decorate(function: Callable[..., R]) -> RecordHandler[R]:
@@ -201,17 +211,22 @@ def process_batch(
     skip_group_on_error: SQS FIFO only: after a failure, fail only the rest of its
         message group, not the rest of the batch.
 
-    Raises `NotABatchEventError` (nothing ran) for an event that is no such batch.
+    Raises `NotABatchEventError` (nothing ran) for an event that is no such batch, and
+    MissingExtraError (nothing ran) without Powertools installed (the `powertools` extra).
     """
+    require(_POWERTOOLS, _NEEDS_POWERTOOLS)
     records = batch_records(event)
     if not records:
         return {"batchItemFailures": []}
     detected = detect_event_type(records, event_type)
     handler = _record_handler(record_handler)
 
-    from aws_lambda_powertools.utilities.batch import process_partial_response
+    try:
+        from aws_lambda_powertools.utilities.batch import process_partial_response
 
-    from ._batch_processors import processor_for
+        from ._batch_processors import processor_for
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc, _NEEDS_POWERTOOLS) from exc
 
     processor = processor_for(
         detected, fifo=is_fifo(records), skip_group_on_error=skip_group_on_error

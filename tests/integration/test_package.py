@@ -57,11 +57,14 @@ def test_build_makes_a_wheel_and_an_sdist_that_twine_check_passes(tmp_path: Path
     assert "Typing :: Typed" in fields.get_all("Classifier")
     assert {"lambda_idempotency/py.typed", f"{info}/licenses/LICENSE"} <= names
     assert "lambda_idempotency = lambda_idempotency.testing" in entry_points  # the plugin
-    # what a Lambda function imports, and nothing else; an extra for each other use
+    # what a Lambda function imports and its runtime does not ship, and nothing else (boto3
+    # and Powertools are extras); an extra for each other use
     requires = [Requirement(text) for text in fields.get_all("Requires-Dist")]
     runtime = {r.name for r in requires if r.marker is None}
-    assert runtime == {"boto3", "jmespath", "aws-lambda-powertools"}
+    assert runtime == {"jmespath"}
     assert set(fields.get_all("Provides-Extra")) == {
+        "aws-sdk",
+        "powertools",
         "cli",
         "testing",
         "durable",
@@ -77,15 +80,18 @@ def test_build_makes_a_wheel_and_an_sdist_that_twine_check_passes(tmp_path: Path
             if r.marker is not None and r.marker.evaluate({"extra": name})
         }
 
+    assert extra("aws-sdk") == {"boto3"}
+    assert extra("powertools") == {"aws-lambda-powertools"}
     assert extra("cli") == {
+        "boto3",
         "PyYAML",
         "aws-durable-execution-sdk-python-testing",
         "aws-durable-execution-sdk-python",
     }
-    assert extra("testing") == {"pytest", "moto[dynamodb]"}
+    assert extra("testing") == {"pytest", "moto[dynamodb]", "boto3"}
     assert extra("durable") == {"aws-durable-execution-sdk-python"}
     assert extra("valkey") == {"redis"}
-    assert "lambda-idempotency[cli,durable,testing,valkey]" in extra("dev")
+    assert "lambda-idempotency[aws-sdk,cli,durable,powertools,testing,valkey]" in extra("dev")
     with tarfile.open(sdist) as archive:
         assert f"lambda_idempotency-{VERSION}/LICENSE" in archive.getnames()
 

@@ -27,7 +27,7 @@ LAYER_SOURCE = ROOT / "layer"
 @pytest.fixture(scope="module")
 def built_layer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The layer's python/ folder from the target `sam build` runs, without its requirements
-    (no registry needed): the library as it ships."""
+    (none today; so that no registry is ever needed here): the library as it ships."""
     artifacts = tmp_path_factory.mktemp("layer")
     subprocess.run(
         [
@@ -99,6 +99,23 @@ def test_the_layer_runs_its_own_bytecode_whatever_the_sources_say(built_layer: P
     assert isinstance(cached, dict) and f"{PACKAGE}._version" in cached
     assert all(Path(path).is_file() for path in cached.values())
     assert set(built_layer.rglob("*.pyc")) == before  # nothing written
+
+
+def test_the_layer_is_the_package_alone(built_layer: Path, tmp_path: Path) -> None:
+    """requirements.txt names nothing (Lambda's runtime ships boto3, botocore and jmespath;
+    Powertools is the `powertools` extra), and the check refuses a layer carrying more."""
+    requirements = (LAYER_SOURCE / "requirements.txt").read_text(encoding="utf-8")
+    named = [line for line in requirements.splitlines() if line.strip() and line[0] != "#"]
+    assert named == []
+    assert sorted(path.name for path in built_layer.iterdir()) == [PACKAGE]
+
+    stray = tmp_path / "python"
+    shutil.copytree(built_layer, stray)
+    (stray / "aws_lambda_powertools").mkdir()
+    assert problems(stray) == [
+        "not the package's: aws_lambda_powertools (the layer is lambda_idempotency alone: "
+        "Lambda's runtime ships boto3, Powertools is the `powertools` extra)"
+    ]
 
 
 def test_the_layer_has_no_test_helpers_nor_command(built_layer: Path) -> None:

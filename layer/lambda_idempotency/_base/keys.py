@@ -68,10 +68,17 @@ def compile_selector(
     if direct is not None:
         return direct
     options = None
-    if "powertools_" in selector:
+    if "powertools_" in selector and _calls_powertools(expression.parsed):
         # Powertools' functions (powertools_json, powertools_base64, ...) cost an import, so
-        # only expressions that use them pay for it.
-        options = jmespath.Options(custom_functions=_json_functions(exact_numbers))
+        # only expressions that use them pay for it; without Powertools installed, the
+        # decoration fails on a MissingExtraError naming its extra.
+        try:
+            functions = _json_functions(exact_numbers)
+        except ModuleNotFoundError as exc:
+            from .extras import missing_extra
+
+            raise missing_extra(exc, f"{role} {selector!r} (Powertools' functions)") from exc
+        options = jmespath.Options(custom_functions=functions)
     # `expression.search` builds a tree interpreter per call; one per selector does the same.
     interpreter, parsed = TreeInterpreter(options), expression.parsed
 
@@ -83,11 +90,24 @@ def compile_selector(
     return search
 
 
+def _calls_powertools(node: Mapping[str, Any]) -> bool:
+    """Whether the parsed expression calls one of Powertools' functions (`powertools_json`,
+    ...), not merely names a field that starts like one."""
+    if node.get("type") == "function_expression" and str(node.get("value", "")).startswith(
+        "powertools_"
+    ):
+        return True
+    return any(
+        _calls_powertools(child) for child in node.get("children", ()) if isinstance(child, dict)
+    )
+
+
 @functools.cache
 def _json_functions(exact_numbers: bool) -> Any:
     """Powertools' JMESPath functions; with `exact_numbers`, a `powertools_json` whose
     numbers are floats only where the float reads back as the same value, so two bodies
-    that differ past double precision (`0.30000000000000001`, `0.3`) never hash alike."""
+    that differ past double precision (`0.30000000000000001`, `0.3`) never hash alike.
+    Needs Powertools installed (the `powertools` extra)."""
     from aws_lambda_powertools.utilities.jmespath_utils import PowertoolsFunctions
 
     if not exact_numbers:

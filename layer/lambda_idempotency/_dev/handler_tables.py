@@ -90,7 +90,10 @@ class IdempotencyTable:
     """
 
     def __init__(self, *, endpoint_url: str | None = None, root: Path | None = None) -> None:
-        import boto3
+        try:
+            import boto3
+        except ModuleNotFoundError as exc:
+            raise missing_extra(exc, "idempotency_table", sdk_extra="testing") from exc
 
         self.endpoint_url = endpoint_url
         self._root = root

@@ -119,7 +119,12 @@ def dynamodb_local_endpoint() -> Iterator[str]:
 
 @pytest.fixture
 def idempotency_store_local(dynamodb_local_endpoint: str) -> DynamoDBStore:
-    import boto3
+    try:
+        import boto3
+    except ModuleNotFoundError as exc:
+        raise missing_extra(
+            exc, "the idempotency_store_local fixture", sdk_extra="testing"
+        ) from exc
 
     client = boto3.client(
         "dynamodb",
@@ -133,12 +138,11 @@ def idempotency_store_local(dynamodb_local_endpoint: str) -> DynamoDBStore:
 
 @pytest.fixture
 def idempotency_store_moto() -> Iterator[DynamoDBStore]:
-    import boto3
-
     try:
+        import boto3
         from moto import mock_aws
     except ModuleNotFoundError as exc:
-        raise missing_extra(exc, "the idempotency_store_moto fixture") from exc
+        raise missing_extra(exc, "the idempotency_store_moto fixture", sdk_extra="testing") from exc
 
     with mock_aws():
         client = boto3.client(

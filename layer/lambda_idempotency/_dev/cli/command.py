@@ -77,16 +77,19 @@ _STORE_ERROR_HINTS = {
 
 def _explain(exc: BaseException) -> str:
     """One line for a failure the user can fix: what failed and what it means."""
-    from botocore.exceptions import (
-        EndpointConnectionError,
-        NoCredentialsError,
-        NoRegionError,
-        ProfileNotFound,
-    )
-
-    cause = exc.__cause__ if isinstance(exc, StoreError) and exc.__cause__ is not None else exc
     if isinstance(exc, StoreError) and exc.code in _STORE_ERROR_HINTS:
         return f"{exc}: {_STORE_ERROR_HINTS[exc.code]}"
+    try:
+        from botocore.exceptions import (
+            EndpointConnectionError,
+            NoCredentialsError,
+            NoRegionError,
+            ProfileNotFound,
+        )
+    except ModuleNotFoundError:  # no boto3 (the `cli` extra): no botocore error to explain
+        return str(exc)
+
+    cause = exc.__cause__ if isinstance(exc, StoreError) and exc.__cause__ is not None else exc
     if isinstance(cause, NoCredentialsError):
         return "no AWS credentials: configure a profile, or pass --endpoint for a local table"
     if isinstance(cause, NoRegionError):
@@ -98,26 +101,40 @@ def _explain(exc: BaseException) -> str:
     return str(exc)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from botocore.exceptions import BotoCoreError, ClientError
+def _botocore_errors() -> tuple[type[Exception], ...]:
+    """botocore's errors a command can meet (a request refused, an endpoint not reached);
+    none without boto3, whose absence a command then reports as the `cli` extra's."""
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ModuleNotFoundError:
+        return ()
+    return (ClientError, BotoCoreError)
 
+
+def main(argv: Sequence[str] | None = None) -> int:
     from ..dynamodb_local import DynamoDBLocalError
-    from ..extras import MissingExtraError
+    from ..extras import MissingExtraError, missing_extra
 
     try:
         args = parser().parse_args(argv)
     except SystemExit as exc:  # --help, or a usage error argparse has printed as one line
         return exc.code if isinstance(exc.code, int) else EXIT_FAILED
-    try:
-        return int(args.run(args))
-    except (
+    explained: tuple[type[BaseException], ...] = (
         CommandError,
         IdempotencyError,
         DynamoDBLocalError,
         MissingExtraError,  # a command whose extra is not installed: it names the extra
-        ClientError,
-        BotoCoreError,
+        *_botocore_errors(),
         OSError,
-    ) as exc:
+    )
+    try:
+        return int(args.run(args))
+    except ModuleNotFoundError as exc:  # boto3 or PyYAML, say: the `cli` extra brings them
+        error = missing_extra(exc, f"`lambda-idempotency {args.command}`")
+        if error is exc:
+            raise
+        print(f"lambda-idempotency: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except explained as exc:
         print(f"lambda-idempotency: {_explain(exc)}", file=sys.stderr)
         return exc.status if isinstance(exc, CommandError) else EXIT_FAILED

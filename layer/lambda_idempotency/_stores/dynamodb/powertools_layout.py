@@ -75,9 +75,16 @@ our skew allowance and our guard against a delayed copy of our own claim."""
 @functools.cache
 def _encoders() -> tuple[type[json.JSONEncoder], type[json.JSONEncoder]]:
     """Powertools' own encoders, for its key hash and for `data`: the installed version's
-    rules (Decimal as str, dataclasses and pydantic models as dicts, ...), not a copy."""
-    from aws_lambda_powertools.shared.json_encoder import Encoder
-    from aws_lambda_powertools.utilities.idempotency.persistence import base
+    rules (Decimal as str, dataclasses and pydantic models as dicts, ...), not a copy. Without
+    Powertools installed (the `powertools` extra), a MissingExtraError naming the extra: the
+    layout asks for them when it is built, with its store."""
+    try:
+        from aws_lambda_powertools.shared.json_encoder import Encoder
+        from aws_lambda_powertools.utilities.idempotency.persistence import base
+    except ModuleNotFoundError as exc:
+        from ..._base.extras import missing_extra
+
+        raise missing_extra(exc, 'DynamoDBStore(layout="powertools")') from exc
 
     key_encoder: type[json.JSONEncoder] = getattr(base, "_IdempotencyKeyEncoder", Encoder)
 

@@ -134,8 +134,12 @@ def _redis() -> Any:
     try:
         import redis
     except ImportError as exc:  # pragma: no cover - exercised where redis-py is absent
-        raise ImportError(
-            "ValkeyStore needs redis-py: pip install 'lambda-idempotency[valkey]'"
+        from ..._base.extras import MissingExtraError
+
+        raise MissingExtraError(
+            "ValkeyStore needs redis-py: pip install 'lambda-idempotency[valkey]'",
+            extra="valkey",
+            module="redis",
         ) from exc
     return redis
 
