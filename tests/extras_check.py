@@ -286,14 +286,6 @@ print(json.dumps({"errors": errors, "batch": answered, "shipped": len(shipped), 
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "BOTOCORE-LESS (the store rewrite of issue 39): `import lambda_idempotency` still imports "
-        "botocore (_stores/dynamodb/calls.py), so the package alone cannot even import; fill in "
-        "what DynamoDBStore does without botocore below, then drop this mark"
-    ),
-)
 def test_the_package_alone_carries_no_sdk_and_names_the_extras_without_it(
     wheel: Path, venv: Venv, tmp_path: Path
 ) -> None:
@@ -308,9 +300,8 @@ def test_the_package_alone_carries_no_sdk_and_names_the_extras_without_it(
     assert imported.returncode == 0, imported.stderr[-2000:]
     assert "botocore" not in imported.stdout and "aws_lambda_powertools" not in imported.stdout
     assert "run-samples" in venv.run("lambda-idempotency", "--help").stdout
-    # BOTOCORE-LESS: fill in. What DynamoDBStore() does without botocore (at construction, or
-    # at its first call) is the store rewrite's; this project's rule is one line naming the
-    # extra, here `[aws-sdk]` (the `cli` extra, for the command's DynamoDB commands):
+    # a DynamoDBStore needs botocore, which Lambda's runtime has: elsewhere it is refused where
+    # it is built, in one line naming the extra
     store = venv.run(
         "python",
         "-c",
@@ -420,8 +411,7 @@ def test_the_powertools_extra_brings_powertools_and_no_sdk_and_its_features_run(
     assert POWERTOOLS in installed
     assert installed & (SDK | TOOLING) == set()
 
-    # BOTOCORE-LESS: with [powertools] alone the package does not import yet (botocore); the
-    # features run beside boto3, as on Lambda
+    # the features run beside boto3, as on Lambda (a DynamoDBStore needs it)
     venv.install(f"{wheel}[aws-sdk,powertools]")
     features = json.loads(venv.run("python", "-c", POWERTOOLS_FEATURES, cwd=tmp_path).stdout)
     assert features == {
@@ -437,10 +427,7 @@ def test_the_valkey_extra_builds_a_valkey_store(wheel: Path, venv: Venv, tmp_pat
     installed = venv.distributions()
     assert "redis" in installed
     assert installed & (SDK | {POWERTOOLS, "moto", "pytest"}) == set()
-    # BOTOCORE-LESS: ValkeyStore needs no boto3, but the package does not import without
-    # botocore yet: boto3 as Lambda's runtime has it
-    venv.install(f"{wheel}[valkey,aws-sdk]")
-
+    # ValkeyStore needs no boto3: the package imports without it
     shown = venv.run("python", "-c", VALKEY_STORE, cwd=tmp_path).stdout
     assert shown.strip() == "ValkeyStore('valkey://user:***@localhost:6379', prefix='idempotency:')"
 

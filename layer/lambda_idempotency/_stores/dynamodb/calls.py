@@ -21,19 +21,30 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import (
-    BotoCoreError,
-    ClientError,
-    ConnectTimeoutError,
-    EndpointConnectionError,
-    NoCredentialsError,
-    NoRegionError,
-    ParamValidationError,
-    PartialCredentialsError,
-)
-
 from ..._base import lifecycle
 from ..._base.errors import CompletionConflictError, ConfigurationError, StoreError
+
+try:
+    from botocore.exceptions import (
+        BotoCoreError,
+        ClientError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        NoRegionError,
+        ParamValidationError,
+        PartialCredentialsError,
+    )
+except ModuleNotFoundError as missing:  # outside Lambda, without [aws-sdk]: see TableConnection
+    NO_BOTOCORE: ModuleNotFoundError | None = missing
+    # never raised: no store is built without botocore; they only keep `send` importable, so
+    # that a function using ValkeyStore alone imports the package without boto3
+    _unreachable: Any = type("Unreachable", (Exception,), {})
+    BotoCoreError = ClientError = ConnectTimeoutError = _unreachable  # type: ignore[misc]
+    EndpointConnectionError = NoCredentialsError = NoRegionError = _unreachable  # type: ignore[misc]
+    ParamValidationError = PartialCredentialsError = _unreachable  # type: ignore[misc]
+else:
+    NO_BOTOCORE = None
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -127,6 +138,11 @@ class TableConnection:
         region_name: str | None,
         fast_wire: bool,
     ) -> None:
+        if NO_BOTOCORE is not None:  # Lambda's runtime has it; elsewhere the extra brings it
+            from ..._base.extras import missing_extra
+
+            absent = ModuleNotFoundError(str(NO_BOTOCORE), name="botocore")
+            raise missing_extra(absent, "DynamoDBStore") from NO_BOTOCORE
         self._table_name = table_name
         self._client = client
         self._fast_wire = fast_wire
