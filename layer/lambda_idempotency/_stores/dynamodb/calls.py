@@ -151,6 +151,8 @@ class TableConnection:
         self._region_name = region_name
         self._direct: Any = None
         """The direct path (`direct.transport`), or why it does not serve; None: not tried."""
+        self._client_shown = False
+        """Whether a caller took `client` (then the store's calls go through it)."""
         lifecycle.track(self)
         if lifecycle.prepares_now():
             self.prepare()
@@ -180,6 +182,12 @@ class TableConnection:
 
     @property
     def client(self) -> DynamoDBClient:
+        """The boto3 client (built now if need be). Once a caller has it, the store's own
+        calls go through it too: a Stubber, a `RoundTrips` or a hook on it sees them."""
+        self._client_shown = True
+        return self._own_client()
+
+    def _own_client(self) -> DynamoDBClient:
         if self._client is None:
             with _BUILDING:
                 if self._client is None:
@@ -189,19 +197,21 @@ class TableConnection:
         return self._client
 
     def _caller(self) -> Any:
-        """What `_send` calls: the direct path (in Lambda, for our own client), the lean wire
-        path over the client (see `wire.path`), or the client itself when it is off or cannot
-        serve this client."""
+        """What `_send` calls: the direct path (in Lambda, for our own client, until a caller
+        takes `client`), the lean wire path over the client (see `wire.path`), or the client
+        itself when it is off or cannot serve this client."""
         direct = self._direct
-        if direct is not None and type(direct) is not str:
+        if self._client_shown:
+            pass  # a caller holds the client: its hooks and stubs see every call
+        elif direct is not None and type(direct) is not str:
             return direct
-        if self._client is None and direct is None and self._direct_allowed():
+        elif self._client is None and direct is None and self._direct_allowed():
             with _BUILDING:
                 if self._direct is None:
                     self._direct = self._build_direct()
                 if type(self._direct) is not str:
                     return self._direct
-        client = self.client
+        client = self._own_client()
         wire = self._wire
         if wire is not None and wire[0] is client:
             return wire[1]
@@ -226,7 +236,7 @@ class TableConnection:
             self._endpoint_url,
             self._region_name,
             self._peek_table_name(),
-            lambda: self.client,
+            self._own_client,
             USER_AGENT,
         )
         if isinstance(built, str):

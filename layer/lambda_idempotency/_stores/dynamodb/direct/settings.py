@@ -25,7 +25,11 @@ from .model import ENDPOINT_PREFIX
 TRUE = ("true",)
 """botocore's `ensure_boolean` for environment values: 'true' in any case, nothing else."""
 REGION = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
-ENDPOINT_URL = re.compile(r"https?://[^\s/?#]+(?:/[^\s?#]*)?")
+ENDPOINT_URL = re.compile(
+    r"https?://(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?(?:/[^\s?#%]*)?"
+)
+"""An endpoint URL botocore takes as it is: a host name (no `_`, no escapes) or an IPv6
+literal, a port, a path; anything else (userinfo, a query) is left to the client."""
 FILES = (
     ("AWS_CONFIG_FILE", "~/.aws/config"),
     ("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"),
@@ -81,9 +85,11 @@ def environment_settings(
             return f"{name} is set"
     if table_name is not None and table_name.startswith("arn:"):
         return "a table named by its ARN"
+    if environ.get("AWS_DEFAULT_REGION") == "" or environ.get("AWS_CA_BUNDLE") == "":
+        return "an empty AWS_DEFAULT_REGION or AWS_CA_BUNDLE"  # botocore reads them its own way
     region = region_name or environ.get("AWS_DEFAULT_REGION") or environ.get("AWS_REGION")
-    if not region or not REGION.fullmatch(region):
-        return "no region, or not one the direct path knows"
+    if not region or not REGION.fullmatch(region) or "fips" in region:
+        return "no region, or not one the direct path knows (a FIPS pseudo-region)"
     credentials = _credentials(environ)
     if isinstance(credentials, str):
         return credentials
@@ -91,7 +97,10 @@ def environment_settings(
     if url is None:
         if region == "local":  # DynamoDB's rules send it to localhost:8000
             return "the region 'local'"
-        if getattr(credentials, "account_id", None) and _account_endpoints(environ):
+        mode = _account_endpoints(environ)
+        if mode not in (None, "preferred", "disabled", "required"):
+            return f"an account id endpoint mode botocore refuses ({mode})"
+        if mode == "required" or (mode == "preferred" and getattr(credentials, "account_id", None)):
             return "an account-based endpoint"
         url = f"https://{ENDPOINT_PREFIX}.{region}.{_dns_suffix(region)}"
     elif not ENDPOINT_URL.fullmatch(url):
@@ -136,13 +145,13 @@ def _configured_endpoint(environ: Mapping[str, str]) -> str | None:
     return environ.get("AWS_ENDPOINT_URL_DYNAMODB") or environ.get("AWS_ENDPOINT_URL") or None
 
 
-def _account_endpoints(environ: Mapping[str, str]) -> bool:
-    """Whether this botocore sends to account-based endpoints when credentials name one."""
+def _account_endpoints(environ: Mapping[str, str]) -> str | None:
+    """This botocore's account-based endpoint mode (None: it has none)."""
     from botocore import configprovider
 
     if "account_id_endpoint_mode" not in configprovider.BOTOCORE_DEFAUT_SESSION_VARIABLES:
-        return False  # a botocore from before account-based endpoints
-    return environ.get("AWS_ACCOUNT_ID_ENDPOINT_MODE", "preferred") != "disabled"
+        return None  # a botocore from before account-based endpoints
+    return environ.get("AWS_ACCOUNT_ID_ENDPOINT_MODE", "preferred")
 
 
 def _dns_suffix(region: str) -> str:

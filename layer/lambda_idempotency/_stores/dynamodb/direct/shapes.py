@@ -36,6 +36,8 @@ def parsed_answer(operation: str, status: int, headers: Any, body: bytes) -> dic
         parsed = _error(status, lowered, body)
     else:
         document = _json(body)
+        if type(document) is not dict:
+            _as_botocore_fails(document)
         parsed = _members(document, OUTPUT_MEMBERS[operation], operation)
         _request_id(parsed, lowered)
     metadata = parsed.setdefault("ResponseMetadata", {})
@@ -53,9 +55,11 @@ def _error(status: int, headers: dict[str, Any], body: bytes) -> dict[str, Any]:
         }
     document = _json(body)
     if type(document) is not dict:
-        document = {}
+        _as_botocore_fails(document)
     message = document.get("message", document.get("Message", ""))
     code = document.get("__type", str(status))
+    if code is None:
+        code = ""
     if ":" in code:
         code = code.split(":", 1)[0]
     if "#" in code:
@@ -66,6 +70,12 @@ def _error(status: int, headers: dict[str, Any], body: bytes) -> dict[str, Any]:
     if members is not None:
         parsed.update(_members(document, members, code))
     return parsed
+
+
+def _as_botocore_fails(document: Any) -> None:
+    """An answer whose JSON is no object (`[]`, a string, `null` for an error): botocore's
+    parser fails on it with this error, which nothing retries, and so does the direct path."""
+    raise AttributeError(f"{type(document).__name__!r} object has no attribute 'get'")
 
 
 def _json(body: bytes) -> Any:

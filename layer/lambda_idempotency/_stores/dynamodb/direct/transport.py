@@ -308,13 +308,18 @@ def _patched_botocore() -> str | None:
     from ..wire.guard import _botocore_function
     from ..wire.plan import CannotHonourError
 
-    for cls, names in ((BaseClient, ("_make_api_call",)), (Endpoint, ("prepare_request", "_send"))):
+    # __init__: a tracer that hooks each client as it is built (Sentry's boto3 integration)
+    watched = (
+        (BaseClient, ("_make_api_call", "__init__")),
+        (Endpoint, ("prepare_request", "_send")),
+    )
+    for cls, names in watched:
         for name in names:
             try:
                 own = _botocore_function(cls, name)
             except CannotHonourError:
                 return f"botocore's {cls.__name__}.{name}"
-            if len(_BOTOCORE_OWN) < 3 and own is cls.__dict__.get(name):
+            if len(_BOTOCORE_OWN) < 4 and own is cls.__dict__.get(name):
                 _BOTOCORE_OWN.append((cls, name, own))
     return None
 
