@@ -314,12 +314,16 @@ class TableConnection:
 
     def _failure(self, operation: str, reason: str) -> str:
         """`calls.failure`'s line for this table, client and endpoint."""
+        direct = self._direct
+        endpoint_url = self._endpoint_url
+        if endpoint_url is None and direct is not None and type(direct) is not str:
+            endpoint_url = direct.settings.url.rstrip("/")  # where the direct path sends
         return failure(
             operation,
             reason,
             table=self._peek_table_name(),
             client=self._client,
-            endpoint_url=self._endpoint_url,
+            endpoint_url=endpoint_url,
         )
 
 

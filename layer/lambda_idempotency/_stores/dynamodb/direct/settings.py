@@ -93,13 +93,13 @@ def environment_settings(
     credentials = _credentials(environ)
     if isinstance(credentials, str):
         return credentials
+    mode = _account_endpoints(environ)
+    if mode not in (None, "preferred", "disabled", "required"):
+        return f"an account id endpoint mode botocore refuses ({mode})"
     url = endpoint_url or _configured_endpoint(environ)
     if url is None:
         if region == "local":  # DynamoDB's rules send it to localhost:8000
             return "the region 'local'"
-        mode = _account_endpoints(environ)
-        if mode not in (None, "preferred", "disabled", "required"):
-            return f"an account id endpoint mode botocore refuses ({mode})"
         if mode == "required" or (mode == "preferred" and getattr(credentials, "account_id", None)):
             return "an account-based endpoint"
         url = f"https://{ENDPOINT_PREFIX}.{region}.{_dns_suffix(region)}"

@@ -64,7 +64,14 @@ def _error(status: int, headers: dict[str, Any], body: bytes) -> dict[str, Any]:
         code = code.split(":", 1)[0]
     if "#" in code:
         code = code.rsplit("#", 1)[1]
-    parsed: dict[str, Any] = {"Error": {"Message": message, "Code": code}, "ResponseMetadata": {}}
+    error = {"Message": message, "Code": code}
+    query_error = headers.get("x-amzn-query-error")
+    if query_error is not None:  # a former query service's code, as botocore reads it
+        parts = query_error.split(";")
+        if len(parts) == 2 and parts[0]:
+            error.update(QueryErrorCode=code, Type=parts[1], Code=parts[0])
+            code = parts[0]
+    parsed: dict[str, Any] = {"Error": error, "ResponseMetadata": {}}
     _request_id(parsed, headers)
     members = ERROR_MEMBERS.get(code)
     if members is not None:
@@ -105,17 +112,30 @@ def _members(document: Any, names: tuple[str, ...], shape: str) -> dict[str, Any
     return parsed
 
 
-def _value(value: dict[str, Any]) -> dict[str, Any]:
-    """One attribute value, its blobs as bytes."""
-    if "B" in value:
-        return {**value, "B": base64.b64decode(value["B"])}
-    if "BS" in value:
-        return {**value, "BS": [base64.b64decode(blob) for blob in value["BS"]]}
-    if "M" in value:
-        return {**value, "M": _item(value["M"])}
-    if "L" in value:
-        return {**value, "L": [_value(element) for element in value["L"]]}
-    return value
+ATTRIBUTE_TYPES = ("S", "N", "B", "SS", "NS", "BS", "M", "L", "NULL", "BOOL")
+"""AttributeValue's members, in its model's order."""
+
+
+def _value(value: Any) -> Any:
+    """One attribute value, its blobs as bytes, read as botocore reads the structure: its
+    members that are set, anything else (`__type`, an unknown type) left out."""
+    if value is None:
+        return None
+    parsed: dict[str, Any] = {}
+    for kind in ATTRIBUTE_TYPES:
+        member = value.get(kind)  # AttributeError on a non-object, as botocore's
+        if member is None:
+            continue
+        if kind == "B":
+            member = base64.b64decode(member)
+        elif kind == "BS":
+            member = [base64.b64decode(blob) for blob in member]
+        elif kind == "M":
+            member = _item(member)
+        elif kind == "L":
+            member = [_value(element) for element in member]
+        parsed[kind] = member
+    return parsed
 
 
 def _item(item: dict[str, Any]) -> dict[str, Any]:
