@@ -222,7 +222,10 @@ for source in package.rglob("*.py"):
             wanted.add(node.module)
 from lambda_idempotency._base.extras import EXTRAS
 missing, of_extras = [], {}
-for name in sorted(wanted - set(sys.stdlib_module_names)):
+# SnapStart's hooks library: Lambda's Python runtimes have it, and only a SnapStart INIT
+# imports it (a warning line where it is absent)
+in_the_runtime = {"snapshot_restore_py"}
+for name in sorted(wanted - set(sys.stdlib_module_names) - in_the_runtime):
     try:
         importlib.import_module(name)
     except ImportError as exc:
