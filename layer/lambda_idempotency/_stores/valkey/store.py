@@ -237,10 +237,10 @@ class ValkeyStore:
         copied one shares its parent's wake-ups), and a client of its own when the store built
         it (redis-py renews a pool in a forked child, not after a restore)."""
         self._waiter = secrets.token_hex(8)
+        self._building = threading.Lock()  # a fork copies one another thread held as held
         if self._url is not None:
-            with self._building:
-                self._client = None
-                self._scripts = None
+            self._client = None
+            self._scripts = None
 
     def __repr__(self) -> str:
         where = "client" if self._url is None else _masked(self._url)

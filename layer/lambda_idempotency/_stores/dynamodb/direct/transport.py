@@ -133,13 +133,13 @@ class DirectWire:
         """After a fork or a SnapStart restore: no pooled connection from before is used (a
         child sharing its parent's socket reads the parent's answers), and credentials are
         read again from the environment the process now has."""
-        with self._lock:
-            self._http = (
-                None  # the old pool is left to its process: closing would reach its sockets
-            )
-            settings = environment_settings(None, self.settings.region, None)
-            if not isinstance(settings, str):
-                self._credentials = settings.credentials
+        # No lock: a fork copies a lock another thread held as held. The old pool is left to
+        # the process it came from (closing would reach its sockets).
+        self._http = None
+        self._lock = threading.Lock()
+        settings = environment_settings(None, self.settings.region, None)
+        if not isinstance(settings, str):
+            self._credentials = settings.credentials
 
     # -- one call -------------------------------------------------------------------------
 
