@@ -1,6 +1,6 @@
 # ruff: noqa: E501  (the faults quote the source lines they replace, verbatim)
 """Faults planted by hand in the lease, heartbeat, completion-window and deferred-result code
-(issue 31), each run against the fast test files that should catch it: how long each takes to
+(issue 31) and in the direct path to DynamoDB (issue 39), each run against the fast test files that should catch it: how long each takes to
 fail. `python tests/planted_faults.py [index ...]` from the repository root (DynamoDB Local
 as for the suite: DYNAMODB_LOCAL_HOME). Each fault is applied to a copy of `layer/`, never to
 the checkout. docs/testing.md has the table of the last run."""
@@ -19,6 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 L = "lambda_idempotency/"
 LW = "tests/integration/test_long_work.py"
 LE = "tests/integration/test_lease_extension.py"
+DIRECT = [
+    "tests/unit/test_direct_model.py",
+    "tests/integration/test_direct_wire.py",
+    "tests/integration/test_direct_attacks.py",
+]
+"""The direct path's tests (issue 39): its faults are planted against them."""
 Plant = tuple  # (name, module, old, new, test files, *(module, old, new) more edits)
 
 PLANTS: list[Plant] = [
@@ -204,6 +210,118 @@ PLANTS: list[Plant] = [
         ),
         ('        Item=item,\n        ConditionExpression=f"{STILL_IN_PROGRESS}",'),
         [LE],
+    ),
+    (
+        "direct path: blob not decoded",
+        "_stores/dynamodb/direct/shapes.py",
+        "            member = base64.b64decode(member)",
+        "            pass",
+        DIRECT,
+    ),
+    (
+        "direct path: error threshold",
+        "_stores/dynamodb/direct/shapes.py",
+        "if status >= 301:",
+        "if status >= 400:",
+        DIRECT,
+    ),
+    (
+        "direct path: error code prefix kept",
+        "_stores/dynamodb/direct/shapes.py",
+        '        code = code.rsplit("#", 1)[1]',
+        "        pass",
+        DIRECT,
+    ),
+    (
+        "direct path: modeled error members dropped (CCF item)",
+        "_stores/dynamodb/direct/shapes.py",
+        "        parsed.update(_members(document, members, code))",
+        "        pass",
+        DIRECT,
+    ),
+    (
+        "direct path: blob not base64 encoded",
+        "_stores/dynamodb/direct/shapes.py",
+        'return json.dumps(params, default=_base64).encode("utf-8")',
+        'return json.dumps(params, default=str).encode("utf-8")',
+        DIRECT,
+    ),
+    (
+        "direct path: no retries",
+        "_stores/dynamodb/direct/transport.py",
+        "        while self._needs_retry(operation, model, attempts, request_dict, success, exception):",
+        "        while False:",
+        DIRECT,
+    ),
+    (
+        "direct path: retry count",
+        "_stores/dynamodb/direct/transport.py",
+        '            success[1]["ResponseMetadata"]["RetryAttempts"] = attempts - 1',
+        "            pass",
+        DIRECT,
+    ),
+    (
+        "direct path: 4xx returned as success",
+        "_stores/dynamodb/direct/transport.py",
+        "        if http.status_code >= 300:",
+        "        if http.status_code >= 500:",
+        DIRECT,
+    ),
+    (
+        "direct path: renew keeps old credentials",
+        "_stores/dynamodb/direct/transport.py",
+        "        if not isinstance(settings, str):\n            self._credentials = settings.credentials",
+        "        if not isinstance(settings, str):\n            pass",
+        DIRECT,
+    ),
+    (
+        "direct path: renew keeps pool",
+        "_stores/dynamodb/direct/transport.py",
+        "        self._http = None\n",
+        "        pass\n",
+        DIRECT,
+    ),
+    (
+        "direct path: tracer after init ignored",
+        "_stores/dynamodb/direct/transport.py",
+        "        if _traced():",
+        "        if False:",
+        DIRECT,
+    ),
+    (
+        "direct path: moto not honoured",
+        "_stores/dynamodb/direct/transport.py",
+        '            if event.startswith("before-send"):',
+        "            if False:",
+        DIRECT,
+    ),
+    (
+        "direct path: table ARN served",
+        "_stores/dynamodb/direct/settings.py",
+        '    if table_name is not None and table_name.startswith("arn:"):',
+        "    if False:",
+        DIRECT,
+    ),
+    (
+        "direct path: FIPS served",
+        "_stores/dynamodb/direct/settings.py",
+        '        if environ.get(name, "").lower() in TRUE:\n            return f"{name} is set"',
+        "        pass",
+        DIRECT,
+    ),
+    (
+        "direct path: partition ignored",
+        "_stores/dynamodb/direct/settings.py",
+        '        url = f"https://{ENDPOINT_PREFIX}.{region}.{_dns_suffix(region)}"',
+        '        url = f"https://{ENDPOINT_PREFIX}.{region}.amazonaws.com"',
+        DIRECT,
+    ),
+    (
+        "direct path: env creds ignored",
+        "_stores/dynamodb/direct/settings.py",
+        "    found = EnvProvider(environ=dict(environ)).load()",
+        "    found = None",
+        DIRECT,
     ),
 ]
 
