@@ -360,12 +360,13 @@ def snapstart(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def fork(config: dict[str, Any]) -> dict[str, Any]:
-    """A parent that used its store forks children; they and it call at once."""
+    """A parent that used its store (from `threads` threads at once: as many pooled
+    connections) forks children; they and it call at once, each from `threads` threads."""
     children, calls, parent_calls = config["children"], config["calls"], config["parent_calls"]
-    shared_keys, reports = config["shared_keys"], Path(config["reports"])
+    shared_keys, threads, reports = config["shared_keys"], config["threads"], config["reports"]
     function = _function()
     path = _path(function.store)
-    used = [function.handler(event(f"parent-before-{n}"), Context()) for n in range(5)]
+    used = _calls(function.handler, [event(f"parent-before-{n}") for n in range(threads)], threads)
     ready_r, ready_w = os.pipe()
     go_r, go_w = os.pipe()
 
@@ -380,14 +381,14 @@ def fork(config: dict[str, Any]) -> dict[str, Any]:
         os.close(go_w)
         os.write(ready_w, b"r")
         assert os.read(go_r, 1) == b"g", "the parent ended before the go"
-        served = _calls(function.handler, [event(key) for key in keys(index)], 1)
+        served = _calls(function.handler, [event(key) for key in keys(index)], threads)
         return {"pid": os.getpid(), "path": _path(function.store), "calls": served}
 
     pids = []
     for index in range(children):
         pid = os.fork()
         if pid == 0:
-            _child_report(reports, index, functools.partial(child, index))
+            _child_report(Path(reports), index, functools.partial(child, index))
         pids.append(pid)
     os.close(ready_w)
     os.close(go_r)
@@ -397,11 +398,11 @@ def fork(config: dict[str, Any]) -> dict[str, Any]:
         f"shared-{n % shared_keys}" if n % 4 == 0 else f"parent-after-{n}"
         for n in range(parent_calls)
     ]
-    served = _calls(function.handler, [event(key) for key in mine], 1)
+    served = _calls(function.handler, [event(key) for key in mine], threads)
     return {
         "path": path,
         "parent": {"pid": os.getpid(), "used": used, "calls": served},
-        "children": _reap(pids, reports, 60),
+        "children": _reap(pids, Path(reports), 60),
     }
 
 

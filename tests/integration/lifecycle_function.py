@@ -31,9 +31,7 @@ def _store() -> Any:
     if KIND == "dynamodb-client":
         import boto3
 
-        return DynamoDBStore(
-            table, client=boto3.client("dynamodb", endpoint_url=os.environ["LIFECYCLE_ENDPOINT"])
-        )
+        return DynamoDBStore(table, client=boto3.client("dynamodb"))  # the environment's endpoint
     assert KIND == "dynamodb", KIND
     return DynamoDBStore(table)
 
