@@ -84,7 +84,7 @@ def runtime(monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
     """The module as in a new process: nothing tracked, no hook installed; the hooks it
     installs recorded instead. `random`'s state is put back afterwards."""
     recorded = Runtime()
-    monkeypatch.setattr(lifecycle, "_tracked", weakref.WeakSet())
+    monkeypatch.setattr(lifecycle, "_tracked", type(lifecycle._tracked)())  # empty, same kind
     monkeypatch.setattr(lifecycle, "_hooks", [])
     monkeypatch.setattr(os, "register_at_fork", recorded.register_at_fork)
     monkeypatch.setitem(sys.modules, "snapshot_restore_py", recorded.module)
