@@ -406,6 +406,43 @@ def fork(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def fork_in_flight(config: dict[str, Any]) -> dict[str, Any]:
+    """A fork at the instant another thread of the parent is inside the HTTP pool the store's
+    calls use (urllib3's pool manager, whose lock it holds while it looks a pool up): the
+    thread holds that lock across the fork, as such a thread would. The child never touches
+    the store: it only has to start, and end."""
+    function = _function()
+    function.handler(event("parent-before"), Context())
+    store = function.store
+    direct = getattr(store, "_direct", None)
+    session = store._client._endpoint.http_session if direct is None else direct._http
+    lock = session._manager.pools.lock
+    held, release = threading.Event(), threading.Event()
+
+    def inside_the_pool() -> None:
+        with lock:
+            held.set()
+            release.wait(SYNC_S)
+
+    thread = threading.Thread(target=inside_the_pool)
+    thread.start()
+    assert held.wait(SYNC_S)
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)  # whatever the child was for, it never reaches it if the fork hangs
+    release.set()
+    thread.join()
+    deadline = time.monotonic() + config["wait_s"]
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return {"path": _path(store), "child": "ended", "status": status}
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return {"path": _path(store), "child": "hung"}
+
+
 def managed(config: dict[str, Any]) -> dict[str, Any]:
     """One of a Managed Instances environment's processes: its own INIT, then its calls."""
     function = _function()
@@ -422,7 +459,12 @@ def managed(config: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-SCENARIOS = {"snapstart": snapstart, "fork": fork, "managed": managed}
+SCENARIOS = {
+    "snapstart": snapstart,
+    "fork": fork,
+    "fork_in_flight": fork_in_flight,
+    "managed": managed,
+}
 
 
 if __name__ == "__main__":

@@ -91,3 +91,40 @@ def test_forked_children_read_only_their_own_answers(
     effect_owner = {line["key"]: line["owner"] for line in ran}
     for _, call in calls:
         assert call["result"]["owner"] == effect_owner[call["key"]]
+
+
+IN_FLIGHT_DEFECT = (
+    "A forked child hangs before it starts when another thread of the parent was inside "
+    "urllib3's pool manager at the fork (holding its lock): the at-fork renewal of a store "
+    "with a boto3 client (TableConnection.renew -> calls.forget_connections -> "
+    "URLLib3Session.close -> PoolManager.clear -> RecentlyUsedContainer.clear) takes that "
+    "lock, copied as held by a thread the child does not have. The child hangs even when "
+    "it never uses the store; the direct path's renewal takes no lock and does not hang"
+)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "dynamodb",
+        pytest.param(
+            "dynamodb-client", marks=pytest.mark.xfail(strict=True, reason=IN_FLIGHT_DEFECT)
+        ),
+    ],
+)
+def test_a_fork_while_another_thread_is_inside_the_http_pool_starts_the_child(
+    dynamodb_local_endpoint: str, tmp_path: Path, kind: str
+) -> None:
+    """A multiprocessing pool started while a thread makes calls: the fork may land while
+    that thread is inside the HTTP pool (here it holds the pool manager's lock across the
+    fork, to land there every time). A child that never uses the store must still start."""
+    table = create_idempotency_table(
+        local_client(dynamodb_local_endpoint), f"fork-{uuid.uuid4().hex[:8]}"
+    )
+    env = driver.environment(
+        tmp_path, kind, LIFECYCLE_TABLE=table, AWS_ENDPOINT_URL_DYNAMODB=dynamodb_local_endpoint
+    )
+    report = driver.run("fork_in_flight", {"wait_s": 5.0}, env, timeout=60)
+    assert (report["path"] == "DirectWire") is (kind == "dynamodb")
+    assert report["child"] == "ended"
+    assert report["status"] == 0
