@@ -17,6 +17,8 @@ JSON report on its last line:
 - `fork`: a plain `os.fork()` after the store was used (gunicorn `--preload`, a
   multiprocessing pool): children and the parent calling at once, on keys of their own and
   shared ones.
+- `fork_in_flight`: a fork while another thread of the parent holds the lock of the HTTP
+  pool the store uses; the child only has to start and end.
 - `managed`: one process of Lambda Managed Instances (many per environment, each with its own
   INIT): ready, then on the go line from stdin, M concurrent calls on one key.
 """

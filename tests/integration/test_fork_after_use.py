@@ -124,7 +124,7 @@ def test_a_fork_while_another_thread_is_inside_the_http_pool_starts_the_child(
     env = driver.environment(
         tmp_path, kind, LIFECYCLE_TABLE=table, AWS_ENDPOINT_URL_DYNAMODB=dynamodb_local_endpoint
     )
-    report = driver.run("fork_in_flight", {"wait_s": 5.0}, env, timeout=60)
+    report = driver.run("fork_in_flight", {"wait_s": 3.0}, env, timeout=60)
     assert (report["path"] == "DirectWire") is (kind == "dynamodb")
     assert report["child"] == "ended"
     assert report["status"] == 0
