@@ -328,13 +328,22 @@ class TableConnection:
 
 
 def forget_connections(client: Any) -> None:
-    """Close, in this process, the client's pooled connections (copies of its parent's or of
-    the snapshot's): closing a copied socket leaves the other process's open, and the next
-    call opens one of this process's own."""
-    session = getattr(getattr(client, "_endpoint", None), "http_session", None)
-    close = getattr(session, "close", None)
-    if close is not None:
-        close()
+    """Give the client, in this process, pools of its own: the ones it has are copies of its
+    parent's (or of the snapshot's). Replaced, not closed: closing takes the pools' lock,
+    which a fork copies as held when another thread of the parent was inside it, and the
+    copied sockets are left to the process they belong to."""
+    session: Any = getattr(getattr(client, "_endpoint", None), "http_session", None)
+    pool_settings = getattr(session, "_get_pool_manager_kwargs", None)
+    if pool_settings is None or not hasattr(session, "_manager"):
+        return  # not botocore's urllib3 session: nothing of it this process can renew
+    from urllib3 import PoolManager
+
+    manager = PoolManager(**pool_settings())
+    manager.pool_classes_by_scheme = getattr(
+        session, "_pool_classes_by_scheme", manager.pool_classes_by_scheme
+    )
+    session._proxy_managers = {}
+    session._manager = manager
 
 
 def send(
