@@ -390,3 +390,29 @@ def test_a_tracer_patching_after_the_path_was_built_gets_the_calls(
     monkeypatch.setattr(BaseClient, "_make_api_call", traced)
     direct.get_item(TableName=table, Key={"pk": {"S": "k"}})
     assert seen == ["GetItem"]
+
+
+def test_what_a_library_adds_to_every_botocore_session_is_on_the_direct_path_too(
+    lambda_env: str,
+) -> None:
+    """Powertools, once imported, adds its user agent to every botocore session
+    (`botocore.register_initializer`); the direct path's requests carry it as a client's do."""
+    import botocore
+
+    def tag(request: Any, **_: Any) -> None:
+        request.headers["User-Agent"] = request.headers["User-Agent"] + " Library/1.0"
+
+    def initializer(session: Any) -> None:
+        session.register("request-created", tag)
+
+    botocore.register_initializer(initializer)
+    try:
+        direct = DynamoDBStore("t")._caller()
+        client = boto3.Session().client("dynamodb")
+    finally:
+        botocore.unregister_initializer(initializer)
+    assert isinstance(direct, DirectWire)
+    key = {"TableName": "t", "Key": {"pk": {"S": "k"}}}
+    ours = _sent(direct, direct.events, "get_item", **key).headers["User-Agent"]
+    theirs = _sent(client, client.meta.events, "get_item", **key).headers["User-Agent"]
+    assert _text(ours).endswith(" Library/1.0") and _text(theirs).endswith(" Library/1.0")

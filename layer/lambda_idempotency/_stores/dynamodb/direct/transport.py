@@ -88,12 +88,25 @@ class DirectWire:
         # request-created handlers (the retry headers go on after the signature, unsigned).
         self.events.register("request-created.dynamodb", self._sign)
         standard.register_retry_handler(client, max_attempts=MAX_ATTEMPTS)
-        self.events.register("request-created", botocore.handlers.add_retry_headers)
-        # moto's mock_aws answers in a handler it adds to botocore's built-in ones, which
-        # every client gets when it is built; so does this path, for `before-send`.
-        for event, handler, *_ in botocore.handlers.BUILTIN_HANDLERS:
-            if event.startswith("before-send"):
+        # botocore's built-in handlers on the two events this path emits that a client gets
+        # from its session (the retry headers; moto's mock_aws, which answers in before-send;
+        # Powertools' user agent), as a session registers them
+        for spec in botocore.handlers.BUILTIN_HANDLERS:
+            event, handler = spec[0], spec[1]
+            if not event.startswith(("request-created", "before-send")):
+                continue
+            order = spec[2] if len(spec) > 2 else None
+            if order is botocore.handlers.REGISTER_FIRST:
+                self.events.register_first(event, handler)
+            elif order is botocore.handlers.REGISTER_LAST:
+                self.events.register_last(event, handler)
+            else:
                 self.events.register(event, handler)
+        # what libraries add to every new botocore session (Powertools' user agent): its hooks
+        # on these events, as the client's session would have them
+        session = _SessionEvents(self.events)
+        for initializer in list(getattr(botocore, "_INITIALIZERS", ())):
+            initializer(session)
 
     # -- the store's calls ----------------------------------------------------------------
 
@@ -255,6 +268,17 @@ class DirectWire:
         return http
 
 
+class _SessionEvents:
+    """What a session initializer may call: registering on the path's events. Anything else
+    it reaches for is an AttributeError, and the direct path steps aside."""
+
+    def __init__(self, events: Any) -> None:
+        self.register = events.register
+        self.register_first = events.register_first
+        self.register_last = events.register_last
+        self.unregister = events.unregister
+
+
 class _Operation:
     """What botocore's retry handler reads of an operation's model."""
 
@@ -287,7 +311,10 @@ def direct_wire(
         return f"{type(exc).__name__} reading the settings"  # the client raises it as it did
     if isinstance(settings, str):
         return settings
-    return DirectWire(settings, fallback, user_agent)
+    try:
+        return DirectWire(settings, fallback, user_agent)
+    except Exception as exc:  # a session initializer that wants more than events
+        return f"{type(exc).__name__} setting up botocore's handlers"
 
 
 _BOTOCORE_OWN: list[tuple[type, str, object]] = []
