@@ -289,10 +289,10 @@ PLANTS: list[Plant] = [
         DIRECT,
     ),
     (
-        "direct path: moto not honoured",
+        "direct path: botocore's built-in handlers not copied in (moto, retry headers)",
         "_stores/dynamodb/direct/transport.py",
-        '            if event.startswith("before-send"):',
-        "            if False:",
+        '            if not event.startswith(("request-created", "before-send")):',
+        "            if True:",
         DIRECT,
     ),
     (
