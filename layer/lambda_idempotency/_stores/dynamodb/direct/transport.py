@@ -403,12 +403,16 @@ def _http_session(settings: Settings) -> Any:
 
 
 def _signer_class() -> type:
-    """botocore's SigV4 signer, or its cheaper twin (`wire.request`) where this botocore
-    allows it."""
-    from botocore.auth import SigV4Auth
+    """The SigV4 signer a client would choose (botocore's, or awscrt's where it is installed:
+    botocore then maps "v4" to the CRT's), or botocore's cheaper twin (`wire.request`) where
+    this botocore allows it."""
+    from botocore.auth import AUTH_TYPE_MAPS, SigV4Auth
 
     from ..wire.request import wire_parts
 
+    chosen: type = AUTH_TYPE_MAPS["v4"]
+    if chosen is not SigV4Auth:
+        return chosen
     parts = wire_parts()
     return SigV4Auth if parts is None else parts.sigv4
 
