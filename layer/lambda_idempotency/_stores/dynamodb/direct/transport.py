@@ -19,7 +19,6 @@ restore: pooled connections, credentials resolved before it.
 
 from __future__ import annotations
 
-import logging
 import threading
 import types
 import uuid
@@ -36,8 +35,6 @@ from .model import (
 )
 from .settings import Settings, environment_settings
 from .shapes import parsed_answer, request_body
-
-logger = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
 """As our default client's `total_max_attempts`."""
