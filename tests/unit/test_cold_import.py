@@ -61,6 +61,7 @@ ON_FIRST_CALL = {
     "_stores.dynamodb.wire.build",
     "_stores.dynamodb.wire.check",
     "_stores.dynamodb.wire.guard",
+    "_stores.dynamodb.wire.tracers",
     "_stores.dynamodb.wire.lean",
     "_stores.dynamodb.wire.parse",
     "_stores.dynamodb.wire.path",

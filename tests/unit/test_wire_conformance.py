@@ -409,7 +409,6 @@ SKIPPED = [
     "provide-client-params",
     "before-parameter-build",
     "before-endpoint-resolution",
-    "before-call",
     "choose-signer",
     "before-sign",
     "before-parse",

@@ -24,6 +24,7 @@ from botocore.config import Config
 from lambda_idempotency import DynamoDBStore
 from lambda_idempotency._stores.dynamodb.client import default_client
 from lambda_idempotency._stores.dynamodb.wire import check as _wire_check
+from lambda_idempotency._stores.dynamodb.wire import guard
 from lambda_idempotency._stores.dynamodb.wire.path import FastWire
 from tests.wire_conformance import Scripted, answer
 
@@ -311,11 +312,12 @@ def test_an_operation_whose_model_changed_is_named_and_the_others_stay_lean(
     assert "the model of batch_get_item changed" in line["reason"]
 
 
-def test_a_client_patched_on_its_class_steps_aside_with_a_debug_line_only(
+def test_a_client_patched_on_its_class_steps_aside_with_one_info_line_naming_the_patch(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A tracer's patch (X-Ray, OpenTelemetry wrap `_make_api_call` on the class) is meant:
-    no warning for it in every cold start."""
+    """A patch the path does not know (X-Ray's and OpenTelemetry's it calls itself) is meant:
+    no warning for it in every cold start, but one info line a process that names it."""
+    monkeypatch.setattr(guard, "_told", set())
     client = default_client(None, "eu-west-1")
     original = botocore.client.BaseClient._make_api_call
 
@@ -326,8 +328,11 @@ def test_a_client_patched_on_its_class_steps_aside_with_a_debug_line_only(
     caplog.set_level(logging.DEBUG, logger="lambda_idempotency")
 
     store = DynamoDBStore("idempotency", client=client)
+    again = DynamoDBStore("idempotency", client=default_client(None, "eu-west-1"))
 
     assert store._caller() is client
-    ((level, line),) = lines_of(caplog)
-    assert level == logging.DEBUG
-    assert "_make_api_call is patched" in line["reason"]
+    assert again._caller() is again.client
+    ((level, line),) = lines_of(caplog)  # one line, however many clients
+    assert level == logging.INFO
+    assert "_make_api_call is patched by " + __name__ in line["reason"]
+    assert "traced" in line["reason"]

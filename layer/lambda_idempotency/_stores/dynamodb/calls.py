@@ -196,6 +196,13 @@ class TableConnection:
                     self._client = default_client(self._endpoint_url, self._region_name)
         return self._client
 
+    def _lean_client(self) -> Any:
+        """The own client's lean wire path: where the direct path sends what it does not (a
+        transaction, an operator's call, a call a tracer set up later must see)."""
+        client = self._own_client()
+        with _BUILDING:
+            return self._build_wire(client)
+
     def _caller(self) -> Any:
         """What `_send` calls: the direct path (in Lambda, for our own client, until a caller
         takes `client`), the lean wire path over the client (see `wire.path`), or the client
@@ -236,7 +243,7 @@ class TableConnection:
             self._endpoint_url,
             self._region_name,
             self._peek_table_name(),
-            self._own_client,
+            self._lean_client,
             USER_AGENT,
         )
         if isinstance(built, str):

@@ -18,8 +18,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
-from .guard import UA_REBUILD, Verdict
+from .guard import UA_REBUILD, BotocoreMethods, Verdict
 from .plan import CannotHonourError, Plan
+from .tracers import through
 
 try:
     import botocore.context as _botocore_context
@@ -42,7 +43,12 @@ class RequestBuilder:
         request_class: type,
         sigv4: type | None,
         encode_headers: Callable[[Any], None] | None,
+        endpoint: Any = None,
+        methods: BotocoreMethods | None = None,
     ) -> None:
+        self._endpoint = endpoint
+        self._methods = methods
+        """The tracers' wrappers on `Endpoint.prepare_request` to call (None: none, ever)."""
         self._resolve = resolve
         self._choose_signer = signer._choose_signer
         self._signer = signer
@@ -62,6 +68,7 @@ class RequestBuilder:
         builder._signer = signer
         builder._choose_signer = signer._choose_signer
         builder._endpoints = {}
+        builder._methods = None  # the self-check's twin: no tracer sees its requests
         return builder
 
     def request_dict(
@@ -112,9 +119,16 @@ class RequestBuilder:
                 self._sign(request, resolved)
             else:
                 handler(request=request, operation_name=plan.name, event_name=plan.created_event)
+        wrappers = None if self._methods is None else self._methods.wrappers.get("prepare_request")
+        if wrappers:  # a tracer's trace header, put on as around `Endpoint.prepare_request`
+            return through(wrappers, self._endpoint, self._prepare, (request,))
+        return self._prepare(request)
+
+    def _prepare(self, request: Any) -> Any:
+        """Endpoint.prepare_request, without its hooks."""
         if self._encode_headers is not None:
             self._encode_headers(request.headers)
-        return request.prepare()  # Endpoint.prepare_request, without its hooks
+        return request.prepare()
 
     def _sign(self, request: Any, resolved: ResolvedEndpoint) -> None:
         """RequestSigner.sign, less its per-call events: the signature version was chosen

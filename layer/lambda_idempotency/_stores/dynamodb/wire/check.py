@@ -37,6 +37,7 @@ from ...._base import observe as _observe
 from .guard import SIGNER, handler_name
 from .lean import FastWire
 from .plan import OPERATIONS
+from .tracers import unwrapped
 
 TABLE = "self-check"
 TOKEN = "self-check-client-request-token"
@@ -298,6 +299,8 @@ class _Twin:
         twin.meta.events = emitter
         twin._endpoint = _copy(client._endpoint)
         twin._endpoint._event_emitter = emitter
+        # a tracer's wrapper adds its header in prepare_request: not on the check's requests
+        twin._endpoint.__class__ = _untraced_endpoint_class(type(client._endpoint))
         twin._endpoint.http_session = _NoNetwork()
         signer = twin._request_signer = _copy(client._request_signer)
         signer._event_emitter = emitter
@@ -343,7 +346,12 @@ class _Twin:
         self._body = b"{}"
 
     def client_call(self, method: str, params: dict[str, Any]) -> Any:
-        return getattr(self.client, method)(**params)
+        """`client.put_item(**params)` and the like, as botocore makes it with no tracer's
+        wrapper around `_make_api_call` (the check's calls are no user's)."""
+        import botocore.client
+
+        make_api_call: Any = _untraced(botocore.client.BaseClient, "_make_api_call")
+        return make_api_call(self.client, OPERATIONS[method], params)
 
     def lean_call(self, method: str, params: dict[str, Any]) -> Any:
         if not self.lean.usable(method):
@@ -395,6 +403,21 @@ _CLIENT_EVENTS = (
 )
 """The events botocore's own handlers are copied onto the twin for; before-send, needs-retry
 and after-call (the adaptive rate limiter, the retry quota) are the twin's own."""
+
+
+def _untraced(cls: type, name: str) -> object:
+    """botocore's own `cls.name`, without the tracers' wrappers the path calls itself."""
+    owner = next(klass for klass in cls.__mro__ if name in klass.__dict__)
+    function, _ = unwrapped(owner.__dict__[name], name)
+    return function
+
+
+def _untraced_endpoint_class(cls: type) -> type:
+    """`cls` itself, or a subclass with botocore's own `prepare_request` when a tracer wraps it."""
+    prepare = _untraced(cls, "prepare_request")
+    if getattr(cls, "prepare_request", None) is prepare:
+        return cls
+    return type(cls.__name__, (cls,), {"prepare_request": prepare})
 
 
 def _botocores(handler: Any) -> bool:

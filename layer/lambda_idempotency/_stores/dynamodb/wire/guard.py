@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .plan import OPERATIONS, CannotHonourError
+from .tracers import unwrapped, wrapper_name
 
 CLIENT_METHODS = (
     "_make_api_call",
@@ -55,12 +56,6 @@ SKIPPED_EVENTS = {
         }
     ),
     "before-endpoint-resolution": frozenset(),
-    "before-call": frozenset(
-        {
-            "botocore.handlers.add_recursion_detection_header",  # done here, the same way
-            "botocore.handlers.inject_api_version_header_if_needed",  # not for DynamoDB
-        }
-    ),
     "choose-signer": frozenset(
         {  # asked once per endpoint
             "botocore.handlers.set_operation_specific_signer",
@@ -73,11 +68,19 @@ SKIPPED_EVENTS = {
 }
 """The events `_make_api_call` emits and this path does not, with botocore's own handlers on
 them that it stands in for. Any other handler on one of them sends the call to the client."""
+BEFORE_CALL = frozenset(
+    {
+        "botocore.handlers.add_recursion_detection_header",  # done here, the same way
+        "botocore.handlers.inject_api_version_header_if_needed",  # not for DynamoDB
+    }
+)
+"""botocore's own handlers on `before-call`, whose work the path does itself; with any other
+handler there (a user's hook), the path emits `before-call` as `_make_api_call` does."""
 
 
 class Guard:
     """The verdict on one client, endpoint and signer (`FastWire`'s, or its twin's in the
-    self-check, which shares the per-class part, `own_methods`)."""
+    self-check, which shares the per-class part, `methods`)."""
 
     def __init__(
         self,
@@ -86,7 +89,7 @@ class Guard:
         signer: Any,
         emitter: Any,
         service_id: str,
-        own_methods: list[tuple[type, Callable[[Any], Any], tuple[object, ...]]] | None = None,
+        methods: BotocoreMethods | None = None,
     ) -> None:
         self.client = client
         self.endpoint = endpoint
@@ -94,17 +97,10 @@ class Guard:
         self._emitter = emitter
         self._service_id = service_id
         self.own_objects = watched(client, endpoint, signer)
-        if own_methods is None:
-            own_methods = [  # per class: its methods read in one go, and botocore's own
-                (
-                    type(owner),
-                    operator.attrgetter(*sorted(names)),
-                    tuple(_botocore_function(type(owner), name) for name in sorted(names)),
-                )
-                for owner, names in self.own_objects
-            ]
-        self.own_methods = own_methods
-        self._verdict = Verdict(None, False, {}, {}, frozenset())
+        if methods is None:
+            methods = BotocoreMethods([(type(owner), names) for owner, names in self.own_objects])
+        self.methods = methods
+        self._verdict = Verdict(None, False, {}, {}, frozenset(), frozenset())
 
     def verdict(self) -> Verdict | None:
         """The hooks this call honours, or None when the client must make it. Cheap when
@@ -117,10 +113,8 @@ class Guard:
         for owner, names in self.own_objects:
             if not names.isdisjoint(owner.__dict__):
                 return None  # patched on this one object (mock.patch.object, a wrapper)
-        for cls, methods_of, functions in self.own_methods:
-            # identity, not ==: a wrapt proxy (X-Ray's) claims to equal what it wraps
-            if not all(map(operator.is_, methods_of(cls), functions)):
-                return None  # patched or overridden: the patch sees the call
+        if not self.methods.unchanged() and not self.methods.found_again():
+            return None  # patched with what the path cannot call: the patch sees the call
         cache = getattr(self._emitter, "_lookup_cache", None)
         if cache is None:
             return None
@@ -134,12 +128,16 @@ class Guard:
         created_handlers: dict[str, list[Any | None]] = {}
         created_names: dict[str, set[str]] = {}
         validated = set()
+        before_call = set()
         for operation in OPERATIONS.values():
+            hooked = handlers.prefix_search(f"before-call.{self._service_id}.{operation}")
+            if any(handler_name(h) not in BEFORE_CALL for h in hooked):
+                before_call.add(operation)
             for event, ours in SKIPPED_EVENTS.items():
                 name = f"{event}.{self._service_id}.{operation}"
                 found = [handler_name(h) for h in handlers.prefix_search(name)]
                 if any(found_name not in ours for found_name in found):
-                    return Verdict(cache, False, {}, {}, frozenset())
+                    return Verdict(cache, False, {}, {}, frozenset(), frozenset())
                 if VALIDATES in found:
                     validated.add(operation)
             # request-created's handlers are all called, in their order, as botocore's emit
@@ -149,12 +147,19 @@ class Guard:
                 handlers.prefix_search(f"request-created.{self._service_id}.{operation}")
             )
             if [h for h in created if handler_name(h) == SIGNER] != [self.signer.handler]:
-                return Verdict(cache, False, {}, {}, frozenset())
+                return Verdict(cache, False, {}, {}, frozenset(), frozenset())
             created_handlers[operation] = [
                 None if handler_name(h) == SIGNER else h for h in created
             ]
             created_names[operation] = {handler_name(h) for h in created}
-        return Verdict(cache, True, created_handlers, created_names, frozenset(validated))
+        return Verdict(
+            cache,
+            True,
+            created_handlers,
+            created_names,
+            frozenset(validated),
+            frozenset(before_call),
+        )
 
 
 class Verdict(NamedTuple):
@@ -167,6 +172,8 @@ class Verdict(NamedTuple):
     created_names: dict[str, set[str]]
     validated: frozenset[str]
     """The operations on which our own client checks enlisted writes (`validate_user_data`)."""
+    before_call: frozenset[str]
+    """The operations with a handler of someone else's on `before-call`: emitted for them."""
 
 
 def watched(client: Any, endpoint: Any, signer: Any) -> list[tuple[Any, frozenset[str]]]:
@@ -178,22 +185,113 @@ def watched(client: Any, endpoint: Any, signer: Any) -> list[tuple[Any, frozense
     ]
 
 
-def _botocore_function(cls: type, name: str) -> object:
-    """botocore's own method, as `cls` has it; CannotHonourError when it is patched already:
-    X-Ray and OpenTelemetry wrap botocore's methods with wrapt proxies, which are no
-    functions, and a wrapper made with `functools.wraps` carries botocore's names but not its
-    code (botocore's own decorator on `_make_api_call` is botocore's code)."""
+class BotocoreMethods:
+    """botocore's methods the path does not call, on each class it reads them from: each
+    botocore's own function, or wrapped only by a tracer the path calls itself (`tracers`).
+    Checked on every call by identity; found again only when one changed (a tracer set up
+    after the path was built: its wrappers are called from then on)."""
+
+    def __init__(self, names_by_class: list[tuple[type, frozenset[str]]]) -> None:
+        self._names_by_class = [(cls, tuple(sorted(names))) for cls, names in names_by_class]
+        self.wrappers: dict[str, tuple[Any, ...]] = {}
+        """Per wrapped method (`_make_api_call`, `prepare_request`), the wrappers to call."""
+        self._plain: list[tuple[type, Callable[[type], tuple[object, ...]], tuple[object, ...]]]
+        self._wrapped: list[tuple[Any, str, object]]
+        self._find()
+
+    def unchanged(self) -> bool:
+        """Whether every method is still what was found: botocore's functions read through
+        the class in one go, a wrapper where the class finds it (read through the class, a
+        wrapt wrapper gives a new bound proxy each time)."""
+        for cls, methods_of, functions in self._plain:
+            if not all(map(operator.is_, methods_of(cls), functions)):
+                return False
+        return all(owner.get(name) is value for owner, name, value in self._wrapped)
+
+    def found_again(self) -> bool:
+        """Whether the methods as they are now are still ones the path can honour."""
+        try:
+            self._find()
+        except CannotHonourError as exc:
+            tell_once(str(exc))
+            return False
+        return True
+
+    def _find(self) -> None:
+        plain: list[tuple[type, Callable[[type], tuple[object, ...]], tuple[object, ...]]] = []
+        wrapped: list[tuple[Any, str, object]] = []
+        wrappers = {}
+        for cls, names in self._names_by_class:
+            functions = {}
+            for name in names:
+                # where the class finds it, and nothing before that (a subclass shadowing it)
+                before = []
+                for klass in cls.__mro__:
+                    if name in klass.__dict__:
+                        break
+                    before.append((klass.__dict__, name, None))
+                else:
+                    raise CannotHonourError(f"botocore without {name}")
+                value = klass.__dict__[name]
+                function, around = unwrapped(value, name)
+                _check_botocore_code(function, name)
+                if around:
+                    wrappers[name] = around
+                    wrapped += [*before, (klass.__dict__, name, value)]
+                else:
+                    functions[name] = getattr(cls, name)
+            if functions:
+                get: Any = operator.attrgetter(*functions)
+                methods_of = get if len(functions) > 1 else (lambda c, get=get: (get(c),))
+                plain.append((cls, methods_of, tuple(functions.values())))
+        self._plain, self._wrapped, self.wrappers = plain, wrapped, wrappers
+
+
+def _check_botocore_code(function: object, name: str) -> None:
+    """CannotHonourError unless `function` is botocore's own: a wrapper made with
+    `functools.wraps` carries botocore's names but not its code (botocore's own decorator on
+    `_make_api_call` is botocore's code)."""
     import botocore
 
-    function = getattr(cls, name, None)
     code = getattr(function, "__code__", None)
     if (
         type(function) is not types.FunctionType
         or code is None
         or not code.co_filename.startswith(os.path.dirname(botocore.__file__) + os.sep)
     ):
-        raise CannotHonourError(f"{name} is patched")
+        raise CannotHonourError(f"{name} is patched by {wrapper_name(function)}")
+
+
+def _botocore_function(cls: type, name: str) -> object:
+    """botocore's own method, as `cls` has it; CannotHonourError when it is patched or
+    wrapped, by a tracer or anything else (the direct path's check)."""
+    function = getattr(cls, name, None)
+    _check_botocore_code(function, name)
     return function
+
+
+_told: set[str] = set()
+
+
+def tell_once(reason: str) -> None:
+    """One log line per process and reason: the fast wire path steps aside for a patch it
+    cannot honour (which one, by name), and the client makes those calls."""
+    if reason in _told:
+        return
+    _told.add(reason)
+    import logging
+
+    import botocore
+
+    from ...._base import observe
+
+    observe.emit(
+        logging.INFO,
+        "fast_wire_off",
+        None,
+        reason=f"the fast wire path cannot honour this ({reason}): the client makes the calls",
+        botocore=botocore.__version__,
+    )
 
 
 def handler_name(handler: Any) -> str:

@@ -11,6 +11,7 @@ error answer.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from .build import RequestBuilder, request_context, signing_request_class
 from .guard import Guard, Verdict
 from .plan import OPERATIONS, USER_DATA, CannotHonourError, Plan, validate_user_data
 from .send import Sender
+from .tracers import through
 
 
 class FastWire:
@@ -33,6 +35,8 @@ class FastWire:
         self._service_id = parts.model.service_id.hyphenize()
         self._validates = parts.validates
         self._guard = Guard(client, parts.endpoint, parts.signer, parts.emitter, self._service_id)
+        self._honours_tracers = True
+        """Whether a tracer's wrappers are called (`tracers`): not in the self-check's twin."""
         self._builder = RequestBuilder(
             resolve=client._resolve_endpoint_ruleset,
             signer=parts.signer,
@@ -42,6 +46,8 @@ class FastWire:
             request_class=cheaper.request_class,
             sigv4=cheaper.sigv4,
             encode_headers=cheaper.encode_headers,
+            endpoint=parts.endpoint,
+            methods=self._guard.methods,
         )
         self._sender = Sender(
             endpoint=parts.endpoint,
@@ -75,8 +81,9 @@ class FastWire:
             twin._request_signer,
             twin.meta.events,
             self._service_id,
-            self._guard.own_methods,
+            self._guard.methods,
         )
+        lean._honours_tracers = False  # the self-check's calls are no user's: never traced
         lean._builder = self._builder.over(twin._resolve_endpoint_ruleset, twin._request_signer)
         lean._sender = self._sender.over(twin._endpoint, twin.meta.events, lean._builder)
         lean._plans = dict(self._plans)
@@ -118,9 +125,22 @@ class FastWire:
         if plan is None or verdict is None:
             result: dict[str, Any] = getattr(self.client, method)(**params)
             return result
+        wrappers = self._guard.methods.wrappers.get("_make_api_call")
+        if wrappers and self._honours_tracers:
+            # a tracer's subsegment or span around the call, as around `_make_api_call`
+            lean = functools.partial(self._in_context, plan, verdict)
+            traced: dict[str, Any] = through(wrappers, self.client, lean, (plan.name, params))
+            return traced
         with request_context():
             response: dict[str, Any] = self._call_lean(plan, verdict, params)
         return response
+
+    def _in_context(
+        self, plan: Plan, verdict: Verdict, operation_name: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """What a tracer's wrapper calls as `_make_api_call(operation_name, params)`."""
+        with request_context():
+            return self._call_lean(plan, verdict, params)
 
     def _call_lean(self, plan: Plan, verdict: Verdict, params: dict[str, Any]) -> dict[str, Any]:
         """One call, as `_make_api_call` makes it."""
@@ -136,13 +156,27 @@ class FastWire:
             result: dict[str, Any] = getattr(self.client, plan.method)(**params)
             return result
         context = request_dict["context"]
-        try:
-            http, parsed = self._sender.send(plan, verdict, resolved, request_dict)
-        except Exception as exc:
-            self._events.emit(
-                f"after-call-error.{self._service_id}.{plan.name}", exception=exc, context=context
+        answer = None
+        if plan.name in verdict.before_call:  # a user's hook: as `_make_api_call` emits it
+            _, answer = self._events.emit_until_response(
+                f"before-call.{self._service_id}.{plan.name}",
+                model=plan.operation_model,
+                params=request_dict,
+                request_signer=self.client._request_signer,
+                context=context,
             )
-            raise
+        if answer is not None:
+            http, parsed = answer
+        else:
+            try:
+                http, parsed = self._sender.send(plan, verdict, resolved, request_dict)
+            except Exception as exc:
+                self._events.emit(
+                    f"after-call-error.{self._service_id}.{plan.name}",
+                    exception=exc,
+                    context=context,
+                )
+                raise
         self._events.emit(
             f"after-call.{self._service_id}.{plan.name}",
             http_response=http,

@@ -36,6 +36,7 @@ import weakref
 from typing import Any
 
 from ...._base import observe as _observe
+from .guard import tell_once
 from .lean import FastWire
 from .plan import OPERATIONS, CannotHonourError, validate_user_data
 
@@ -64,9 +65,10 @@ CHOSEN_BY_THE_USER = (
     "an auth scheme preference",
     "signature ",
 )
-"""Reasons that are a client set up so on purpose (a test double, a signing choice); with a
-patched method (a tracer, a test's patch) they get a debug line. Any other reason is a
-botocore the path was not written for, which costs every call its CPU saving: a warning."""
+"""Reasons that are a client set up so on purpose (a test double, a signing choice): a debug
+line. A method patched by a tracer the path does not know (or a test's patch) gets one info
+line a process, naming it (`guard.tell_once`). Any other reason is a botocore the path was not
+written for, which costs every call its CPU saving: a warning."""
 
 
 _told: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -77,6 +79,9 @@ def _tell_why(client: Any, reason: str) -> None:
     however many stores share the client."""
     import botocore
 
+    if " is patched" in reason:  # by someone the path does not know: named, once a process
+        tell_once(reason)
+        return
     try:
         if client in _told:
             return
@@ -84,7 +89,7 @@ def _tell_why(client: Any, reason: str) -> None:
     except TypeError:  # a client that cannot be weakly referenced: told each time
         pass
 
-    meant = reason.startswith(CHOSEN_BY_THE_USER) or reason.endswith(" is patched")
+    meant = reason.startswith(CHOSEN_BY_THE_USER)
     _observe.emit(
         logging.DEBUG if meant else logging.WARNING,
         "fast_wire_off",
