@@ -282,10 +282,10 @@ PLANTS: list[Plant] = [
         DIRECT,
     ),
     (
-        "direct path: tracer after init ignored",
+        "direct path: a tracer's wrapper not called",
         "_stores/dynamodb/direct/transport.py",
-        "        if _traced():",
-        "        if False:",
+        '        wrappers = methods.wrappers.get("_make_api_call")\n        if wrappers:',
+        '        wrappers = methods.wrappers.get("_make_api_call")\n        if False:',
         DIRECT,
     ),
     (

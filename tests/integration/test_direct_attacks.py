@@ -1165,10 +1165,12 @@ def traced(dynamodb_local_endpoint: str) -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def test_a_tracer_patching_first_sees_every_call_the_direct_path_stepping_aside(
+def test_a_tracer_patching_first_sees_every_call_the_direct_path_serving(
     traced: dict[str, Any],
 ) -> None:
-    assert traced["late_direct"]["path"] != "DirectWire"
+    """X-Ray's and OpenTelemetry's wrappers, both at once: the direct path calls them (issue
+    40; it used to step aside to a client)."""
+    assert traced["late_direct"]["path"] == "DirectWire"
     assert traced["late_direct"]["otel"] == ["DynamoDB.PutItem"] * 2
     assert traced["late_direct"]["xray"] == ["dynamodb"] * 2
     assert traced["early_client"]["otel"] == ["DynamoDB.PutItem"] * 2

@@ -20,7 +20,7 @@ import contextlib
 import itertools
 import json
 import os
-import types
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -37,33 +37,30 @@ from tests.conftest import FakeContext
 
 pytestmark = pytest.mark.dynamodb_local
 
-PATHS = ("lean", "client")
+PATHS = ("direct", "lean", "client")
+"""The direct path (a store without a client, in Lambda), the fast wire path over a client,
+and the client path, the reference."""
 REGION = "us-east-1"
 _tables = (f"traced-{os.getpid()}-{n}" for n in itertools.count())
 
 
 @pytest.fixture
 def table(dynamodb_local_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    for name in list(os.environ):
+        if name.startswith(("AWS_", "IDEMPOTENCY_")):
+            monkeypatch.delenv(name)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "local")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "local")
-    monkeypatch.delenv("IDEMPOTENCY_FAST_WIRE", raising=False)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_local_endpoint)
+    monkeypatch.setenv("IDEMPOTENCY_DIRECT_WIRE", "1")  # the direct path, outside Lambda
+    for name in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "BOTO_CONFIG"):
+        monkeypatch.setenv(name, os.devnull + "-absent")
     # botocore's retry back-off, not waited out: the decisions are what is compared
-    monkeypatch.setattr(botocore.endpoint, "time", _NoSleep())
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
     name = next(_tables)
     create_idempotency_table(default_client(dynamodb_local_endpoint, REGION), name)
     return name
-
-
-class _NoSleep(types.SimpleNamespace):
-    def __getattr__(self, name: str) -> Any:
-        import time
-
-        return getattr(time, name)
-
-    @staticmethod
-    def sleep(_: float) -> None:
-        pass
 
 
 class Throttles:
@@ -107,17 +104,23 @@ class Path:
 
     def __init__(self, name: str, endpoint: str, table: str) -> None:
         self.name = name
-        self.client = default_client(endpoint, REGION)
-        self.store = DynamoDBStore(table, client=self.client, fast_wire=name == "lean")
         self.throttles = Throttles()
         self.sent: list[dict[str, str]] = []
         self.request_ids: list[str] = []
         self.serialized = 0
-        self.store._caller()  # its path built now (the lean one checks itself on a twin)
-        events = self.client.meta.events
-        events.register_first("before-send.dynamodb", self._sent)
-        events.register("before-send.dynamodb", self.throttles)
-        events.register("after-call.dynamodb", self._answered)
+        if name == "direct":  # no client: its settings from the environment (`table`)
+            self.store = DynamoDBStore(table)
+            self.direct = self.store._caller()
+            assert type(self.direct).__name__ == "DirectWire"
+            # what it sends through its own client (a transaction): the lean path over it
+            self.client = self.store._own_client()
+            self.store._lean_client()
+            self._observe(self.direct.events)
+        else:
+            self.client = default_client(endpoint, REGION)
+            self.store = DynamoDBStore(table, client=self.client, fast_wire=name == "lean")
+            self.store._caller()  # its path built now (the lean one checks itself on a twin)
+        self._observe(self.client.meta.events)
         serializer = self.client._serializer
         original = serializer.serialize_to_request
 
@@ -126,6 +129,11 @@ class Path:
             return original(*args, **kwargs)
 
         serializer.serialize_to_request = counted
+
+    def _observe(self, events: Any) -> None:
+        events.register_first("before-send.dynamodb", self._sent)
+        events.register("before-send.dynamodb", self.throttles)
+        events.register("after-call.dynamodb", self._answered)
 
     def _sent(self, request: Any, **_: Any) -> None:
         self.sent.append(
@@ -142,10 +150,12 @@ class Path:
         scenario(self)
         serialized, sent = self.serialized - before[0], len(self.sent) - before[1]
         assert sent > 0
-        if self.name == "lean":
-            assert serialized == 0, "the lean path stepped aside"
-        else:
+        if self.name == "client":
             assert serialized > 0
+        else:
+            assert serialized == 0, "the path stepped aside to the client's own way"
+        if self.name == "direct":
+            assert self.store._caller() is self.direct
 
 
 def _handler(path: Path, body: Callable[[dict[str, Any]], Any]) -> Callable[..., Any]:
@@ -355,6 +365,7 @@ def test_xray_records_the_same_subsegments_and_headers_on_both_paths(
             if sampled:  # one per call, as DynamoDB answered it last
                 assert seen[name]["request ids"] == path.request_ids
     for part in ("requests", "headers", "subsegments"):
+        assert seen["direct"][part] == seen["client"][part], part
         assert seen["lean"][part] == seen["client"][part], part
 
 
@@ -427,6 +438,7 @@ def test_opentelemetry_records_the_same_spans_and_headers_on_both_paths(
                 "requests": len(path.sent),
                 "header names": [sorted(h) for h in path.sent],
             }
+    assert seen["direct"] == seen["client"]
     assert seen["lean"] == seen["client"]
 
 
@@ -483,7 +495,7 @@ def test_a_users_hooks_are_called_with_what_the_client_path_gives_them(
     scenario: Callable[[Path], None], table: str, dynamodb_local_endpoint: str
 ) -> None:
     seen: dict[str, Any] = {}
-    for name in PATHS:
+    for name in ("lean", "client"):  # hooks on a client: the direct path has none
         path = Path(name, dynamodb_local_endpoint, table)
         hooks = Hooks(path.client)
         path.run(scenario)

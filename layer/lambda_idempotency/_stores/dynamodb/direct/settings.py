@@ -63,6 +63,9 @@ class Settings:
     verify: bool | str
     proxies: dict[str, str]
     keepalive: bool
+    endpoint_url: str = ""
+    """What a client would give as `meta.endpoint_url`: the endpoint URL configured, as it was
+    given, or the regional one (what a tracer records as the server's address)."""
 
 
 def environment_settings(
@@ -109,10 +112,12 @@ def environment_settings(
 
     from ..wire.build import _urljoin
 
+    endpoint = url
     url = _urljoin(url)
     return Settings(
         region=region,
         url=url,
+        endpoint_url=endpoint,
         credentials=credentials,
         verify=environ.get("AWS_CA_BUNDLE") or environ.get("REQUESTS_CA_BUNDLE") or True,
         proxies=get_environ_proxies(url),
@@ -155,17 +160,21 @@ def _account_endpoints(environ: Mapping[str, str]) -> str | None:
 
 
 def _dns_suffix(region: str) -> str:
-    """The DNS suffix of the region's partition, from botocore's own partition data (what its
-    endpoint rules read); the `aws` partition's for a region none lists or matches."""
+    """The DNS suffix of the region's partition (what botocore's endpoint rules read)."""
+    return str(partition(region)["outputs"]["dnsSuffix"])
+
+
+def partition(region: str) -> dict[str, Any]:
+    """The region's partition, from botocore's own partition data; the `aws` partition for a
+    region none lists or matches."""
     import botocore
 
     data = json.loads((Path(botocore.__file__).parent / "data" / "partitions.json").read_text())
-    partitions = data["partitions"]
-    for partition in partitions:
-        if region in partition["regions"]:
-            return str(partition["outputs"]["dnsSuffix"])
-    for partition in partitions:
-        if re.match(partition["regionRegex"], region):
-            return str(partition["outputs"]["dnsSuffix"])
-    default = next(partition for partition in partitions if partition["id"] == "aws")
-    return str(default["outputs"]["dnsSuffix"])
+    partitions: list[dict[str, Any]] = data["partitions"]
+    for found in partitions:
+        if region in found["regions"]:
+            return found
+    for found in partitions:
+        if re.match(found["regionRegex"], region):
+            return found
+    return next(found for found in partitions if found["id"] == "aws")

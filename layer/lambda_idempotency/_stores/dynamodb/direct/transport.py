@@ -25,6 +25,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from ..wire.guard import tell_once
+from ..wire.tracers import through
 from .model import (
     CONTENT_TYPE,
     ERROR_MEMBERS,
@@ -66,6 +68,16 @@ class DirectWire:
 
         # our default client's: the user agent it is given, and boto3's session's extra
         self._user_agent = f"{user_agent} Botocore/{botocore.__version__}"
+        # our default client's `meta.config` (`_stores.dynamodb.client`; botocore gives it
+        # without the parameter_validation option the client was built with)
+        self._client_options = {
+            "user_agent": user_agent,
+            "connect_timeout": CONNECT_TIMEOUT,
+            "read_timeout": READ_TIMEOUT,
+            "retries": {"mode": "standard", "total_max_attempts": MAX_ATTEMPTS},
+        }
+        self._tracer_client: Any = None
+        """The client tracers' wrappers read (`traced`), built on the first traced call."""
         self._register_botocore_handlers()
 
     def __repr__(self) -> str:
@@ -138,6 +150,8 @@ class DirectWire:
         self._session()
         request = self._request("GetItem", b"{}", {"retries": {"attempt": 1, "invocation-id": "-"}})
         del request
+        if _METHODS and _METHODS[0].wrappers:
+            self._client_for_tracers()  # the service model a tracer reads, loaded now
 
     def renew(self) -> None:
         """After a fork or a SnapStart restore: no pooled connection from before is used (a
@@ -154,13 +168,67 @@ class DirectWire:
     # -- one call -------------------------------------------------------------------------
 
     def _call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
-        """One call, as a client's `_make_api_call` and `Endpoint._send_request` make it; by
-        the client when a tracer patched botocore after this path was built (its spans come
-        from a client)."""
-        if _traced():
-            method = next(m for m, name in OPERATIONS.items() if name == operation)
-            traced: dict[str, Any] = getattr(self._fallback(), method)(**params)
-            return traced
+        """One call, as a client's `_make_api_call` makes it: inside a tracer's wrapper when
+        one is there (`wire.tracers`); by the client when something the path cannot honour
+        patched botocore (its spans, or whatever it does, come from a client)."""
+        methods = _METHODS[0] if _METHODS else None
+        if methods is None or not (methods.unchanged() or methods.found_again()):
+            return self._by_client(operation, params)
+        wrappers = methods.wrappers.get("_make_api_call")
+        if wrappers:
+            return self._traced(wrappers, operation, params)
+        return self._send_call(operation, params)
+
+    def _by_client(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        method = next(m for m, name in OPERATIONS.items() if name == operation)
+        answer: dict[str, Any] = getattr(self._fallback(), method)(**params)
+        return answer
+
+    def _traced(
+        self, wrappers: tuple[Any, ...], operation: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The call inside the tracers' wrappers, given the client they read
+        (`traced.client_for_tracers`). A wrapper that fails before the request is made read
+        what that client lacks: the client makes this call and the ones after it."""
+        client = self._client_for_tracers()
+        if client is None:
+            return self._by_client(operation, params)
+        made = []
+
+        def make(operation_name: str, api_params: dict[str, Any]) -> dict[str, Any]:
+            made.append(operation_name)
+            return self._send_call(operation_name, api_params)
+
+        try:
+            answer: dict[str, Any] = through(wrappers, client, make, (operation, params))
+        except Exception as exc:
+            if made:
+                raise
+            self._tracer_client = _UNREADABLE
+            tell_once(f"a tracer's wrapper raised {type(exc).__name__} reading the client")
+            return self._by_client(operation, params)
+        return answer
+
+    def _client_for_tracers(self) -> Any:
+        client = self._tracer_client
+        if client is None:
+            with self._lock:
+                client = self._tracer_client
+                if client is None:
+                    from .traced import client_for_tracers
+
+                    try:
+                        client = client_for_tracers(
+                            self.settings, self.events, self._client_options
+                        )
+                    except Exception as exc:  # a botocore without the model or its parts
+                        client = _UNREADABLE
+                        tell_once(f"{type(exc).__name__} loading the client tracers read")
+                    self._tracer_client = client
+        return None if client is _UNREADABLE else client
+
+    def _send_call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The call itself: sent, retried and read as `Endpoint._send_request` does."""
         body = request_body(params)
         model = self._operations[operation]
         context: dict[str, Any] = {"retries": {"attempt": 1, "invocation-id": str(uuid.uuid4())}}
@@ -249,6 +317,9 @@ class DirectWire:
         self.events.emit(
             f"request-created.dynamodb.{operation}", request=request, operation_name=operation
         )
+        wrappers = _METHODS[0].wrappers.get("prepare_request") if _METHODS else None
+        if wrappers:  # a tracer's trace header, as around `Endpoint.prepare_request`
+            return through(wrappers, None, _prepare, (request,))
         return request.prepare()
 
     def _sign(self, request: Any, **_: Any) -> None:
@@ -301,7 +372,7 @@ def direct_wire(
     """A `DirectWire`, or why the client must serve (`settings`, a tracer patching botocore)."""
     patched = _patched_botocore()
     if patched is not None:
-        return f"{patched} is patched (a tracer)"
+        return patched
     try:
         settings = environment_settings(endpoint_url, region_name, table_name)
     except Exception as exc:  # partial credentials, an unreadable container endpoint...
@@ -314,38 +385,41 @@ def direct_wire(
         return f"{type(exc).__name__} setting up botocore's handlers"
 
 
-_BOTOCORE_OWN: list[tuple[type, str, object]] = []
-"""botocore's own methods a tracer wraps, as found when the first direct path was built."""
-
-
-def _traced() -> bool:
-    """Whether one of them was replaced since (three look-ups a call)."""
-    return any(cls.__dict__.get(name) is not own for cls, name, own in _BOTOCORE_OWN)
+_METHODS: list[Any] = []
+"""One element, once the first direct path was built: botocore's methods a tracer wraps to see
+each call (`wire.guard.BotocoreMethods`), botocore's own or wrapped by a tracer whose wrappers
+the path calls itself (X-Ray, Powertools' Tracer, OpenTelemetry)."""
+_UNREADABLE = object()
 
 
 def _patched_botocore() -> str | None:
-    """A botocore method tracers wrap to see each call (X-Ray, OpenTelemetry, Powertools'
-    Tracer): their spans come from a client, so a client must make the calls."""
+    """Why a client must make the calls (something patching botocore the path cannot
+    honour), or None. `__init__`: a tracer that hooks each client as it is built (Sentry's
+    boto3 integration) would see none here."""
     from botocore.client import BaseClient
     from botocore.endpoint import Endpoint
 
-    from ..wire.guard import _botocore_function
+    from ..wire.guard import BotocoreMethods
     from ..wire.plan import CannotHonourError
 
-    # __init__: a tracer that hooks each client as it is built (Sentry's boto3 integration)
-    watched = (
-        (BaseClient, ("_make_api_call", "__init__")),
-        (Endpoint, ("prepare_request", "_send")),
-    )
-    for cls, names in watched:
-        for name in names:
-            try:
-                own = _botocore_function(cls, name)
-            except CannotHonourError:
-                return f"botocore's {cls.__name__}.{name}"
-            if len(_BOTOCORE_OWN) < 4 and own is cls.__dict__.get(name):
-                _BOTOCORE_OWN.append((cls, name, own))
+    if _METHODS:
+        methods = _METHODS[0]
+        return None if methods.unchanged() or methods.found_again() else "botocore is patched"
+    try:
+        methods = BotocoreMethods(
+            [
+                (BaseClient, frozenset({"_make_api_call", "__init__"})),
+                (Endpoint, frozenset({"prepare_request", "_send"})),
+            ]
+        )
+    except CannotHonourError as exc:
+        return f"botocore's {exc} (a tracer)"
+    _METHODS[:] = [methods]
     return None
+
+
+def _prepare(request: Any) -> Any:
+    return request.prepare()
 
 
 _ERROR_CLASSES: dict[str, type] = {}

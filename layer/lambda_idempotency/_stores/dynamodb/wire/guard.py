@@ -197,6 +197,7 @@ class BotocoreMethods:
         """Per wrapped method (`_make_api_call`, `prepare_request`), the wrappers to call."""
         self._plain: list[tuple[type, Callable[[type], tuple[object, ...]], tuple[object, ...]]]
         self._wrapped: list[tuple[Any, str, object]]
+        self._refused: tuple[object, ...] | None = None
         self._find()
 
     def unchanged(self) -> bool:
@@ -209,13 +210,26 @@ class BotocoreMethods:
         return all(owner.get(name) is value for owner, name, value in self._wrapped)
 
     def found_again(self) -> bool:
-        """Whether the methods as they are now are still ones the path can honour."""
+        """Whether the methods as they are now are still ones the path can honour (a patch
+        it cannot honour is looked at once, not on every call while it stays)."""
+        current = self._current()
+        if current == self._refused:
+            return False
         try:
             self._find()
         except CannotHonourError as exc:
+            self._refused = current
             tell_once(str(exc))
             return False
+        self._refused = None
         return True
+
+    def _current(self) -> tuple[object, ...]:
+        return tuple(
+            next((k.__dict__[name] for k in cls.__mro__ if name in k.__dict__), None)
+            for cls, names in self._names_by_class
+            for name in names
+        )
 
     def _find(self) -> None:
         plain: list[tuple[type, Callable[[type], tuple[object, ...]], tuple[object, ...]]] = []
