@@ -1118,3 +1118,216 @@ def test_powertools_tracer_is_served_and_records_what_the_client_path_records(
     assert seen["lean"] == seen["client"]
     assert len(seen["lean"]["subsegments"]) == 3
     assert all(seen["lean"]["parents are subsegments"])
+
+
+# =====================================================================================
+# The whole X-Ray tree (httplib's subsegments too), errors before sending, propagators
+# =====================================================================================
+
+
+def _tree(documents: list[dict[str, Any]]) -> list[Any]:
+    """Every subsegment sent: its name, namespace, its parent's name, the flags, the http
+    block less times: the shape of the trace."""
+    by_id: dict[str, dict[str, Any]] = {}
+
+    def walk(entity: dict[str, Any], parent: str | None) -> None:
+        by_id[entity["id"]] = entity
+        entity.setdefault("_parent_name", parent)
+        for child in entity.get("subsegments", ()):
+            walk(child, entity.get("name"))
+
+    for document in documents:
+        walk(document, None)
+    shape = []
+    for document in documents:
+        if document.get("type") != "subsegment":
+            continue
+        parent = by_id.get(document.get("parent_id", ""), {}).get("name")
+        shape.append(
+            (
+                document.get("name"),
+                document.get("namespace"),
+                parent,
+                bool(document.get("error")),
+                bool(document.get("fault")),
+                bool(document.get("throttle")),
+                document.get("http", {}).get("request", {}).get("method"),
+                document.get("http", {}).get("response", {}).get("status"),
+            )
+        )
+    return shape
+
+
+def test_xray_with_httplib_records_the_same_tree_on_both_paths(
+    table: str, dynamodb_local_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict[str, Any] = {}
+    with xray(monkeypatch) as sent:
+        for name in PATHS:
+            side = Side(name, dynamodb_local_endpoint, table)
+            _invocation(monkeypatch, 9700, sampled=True)
+            sent.documents.clear()
+            first_run_replay_and_read(side)
+            seen[name] = _tree(sent.documents)
+            if name == "lean":
+                assert side.served_lean()
+    assert seen["lean"] == seen["client"]
+    assert len(seen["lean"]) >= 4  # (urllib3 2 sends without http.client's _send_request)
+
+
+def test_a_refused_enlisted_write_is_recorded_as_the_client_path_records_it(
+    table: str, dynamodb_local_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lambda_idempotency import current_execution
+
+    seen: dict[str, Any] = {}
+    with xray(monkeypatch) as sent:
+        for name in PATHS:
+            side = Side(name, dynamodb_local_endpoint, table)
+            _invocation(monkeypatch, 9800, sampled=True)
+            sent.documents.clear()
+
+            def enlists(event: dict[str, Any]) -> Any:
+                current_execution().add_write(
+                    {"Put": {"TableName": side.table, "Item": {"pk": {"SS": "vip"}}}}
+                )
+                return {"ok": 1}
+
+            handler = side.handler(enlists)
+            try:
+                outcome: Any = handler({"id": "enlisted"}, FakeContext())
+            except Exception as exc:
+                outcome = (type(exc).__name__, type(exc.__cause__).__name__)
+            seen[name] = _anonymous(
+                (outcome, side.runs, [_xray_fields(s, iter(())) for s in _aws_subsegments(sent.documents)]),
+                side,
+            )
+            if name == "lean":
+                assert side.served_lean()
+    assert seen["lean"] == seen["client"]
+
+
+def test_opentelemetry_with_another_propagator_puts_the_same_headers_on_both_paths(
+    table: str, dynamodb_local_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    seen: dict[str, Any] = {}
+    with otel(propagator=TraceContextTextMapPropagator()) as (spans, tracer):
+        for name in PATHS:
+            side = Side(name, dynamodb_local_endpoint, table)
+            spans.clear()
+            with tracer.start_as_current_span("handler"):
+                first_run_replay_and_read(side)
+            finished = _client_spans(spans)
+            ids = [f"{s.context.span_id:016x}" for s in finished]
+            parents = [h.get("traceparent", "--").split("-")[2] for h in side.sent]
+            seen[name] = (sorted({k for h in side.sent for k in h}), parents == ids)
+            if name == "lean":
+                assert side.served_lean()
+    assert seen["lean"] == seen["client"]
+    assert seen["lean"][1]
+
+
+def test_in_lambda_the_recursion_header_and_opentelemetry_agree_on_both_paths(
+    table: str, dynamodb_local_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "orders")
+    _invocation(monkeypatch, 9900, sampled=True)
+    seen: dict[str, Any] = {}
+    with otel() as (spans, tracer):
+        for name in PATHS:
+            side = Side(name, dynamodb_local_endpoint, table)
+            with tracer.start_as_current_span("handler"):
+                first_run_replay_and_read(side)
+            seen[name] = [h.get("X-Amzn-Trace-Id") for h in side.sent]
+            if name == "lean":
+                assert side.served_lean()
+    assert seen["lean"] == seen["client"]
+
+
+def test_a_hook_on_every_services_before_call_is_called_by_the_lean_path(
+    table: str, dynamodb_local_endpoint: str
+) -> None:
+    seen: dict[str, list[str]] = {}
+    for name in PATHS:
+        side = Side(name, dynamodb_local_endpoint, table)
+        seen[name] = []
+        side.client.meta.events.register(
+            "before-call", lambda model, seen=seen[name], **_: seen.append(model.name)
+        )
+        first_run_replay_and_read(side)
+        if name == "lean":
+            assert side.served_lean()
+    assert seen["lean"] == seen["client"] and seen["lean"]
+
+
+# =====================================================================================
+# A tracer's own exception
+# =====================================================================================
+
+
+def test_an_opentelemetry_response_hook_raising_after_the_claim_does_as_the_client_path(
+    table: str, dynamodb_local_endpoint: str
+) -> None:
+    failures: list[int] = []
+
+    def response_hook(span: Any, service: str, operation: str, result: Any) -> None:
+        if failures:
+            failures.pop()
+            raise RuntimeError("the tracer's hook failed")
+
+    seen: dict[str, Any] = {}
+    with otel(response_hook=response_hook):
+        for name in PATHS:
+            side = Side(name, dynamodb_local_endpoint, table)
+            failures.append(1)
+            seen[name] = _outcome_of(side, "hook-raises")
+            if name == "lean":
+                assert side.served_lean()
+    assert seen["lean"] == seen["client"]
+
+
+def test_an_opentelemetry_request_hook_raising_sends_nothing_and_runs_no_handler(
+    table: str, dynamodb_local_endpoint: str
+) -> None:
+    def request_hook(span: Any, service: str, operation: str, params: Any) -> None:
+        raise RuntimeError("the tracer's hook failed")
+
+    seen: dict[str, Any] = {}
+    sides = both(dynamodb_local_endpoint, table)
+    with otel(request_hook=request_hook):
+        for name, side in sides.items():
+            handler = side.handler()
+            with pytest.raises(Exception) as raised:
+                handler({"id": "request-hook"}, FakeContext())
+            seen[name] = (type(raised.value).__name__, side.runs, len(side.sent))
+            if name == "lean":
+                assert isinstance(side.caller, FastWire) and side.serialized == 0
+    assert seen["lean"] == seen["client"]
+    assert seen["lean"][1:] == (0, 0)
+
+
+def test_an_xray_emitter_raising_as_a_subsegment_ends_does_as_the_client_path(
+    table: str, dynamodb_local_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict[str, Any] = {}
+    with xray(monkeypatch) as sent:
+        for name in PATHS:
+            side = Side(name, dynamodb_local_endpoint, table)
+            _invocation(monkeypatch, 9950, sampled=True)
+            failures = [1]
+            keep = sent.send_entity
+
+            def send_entity(entity: Any, failures: list = failures, keep: Any = keep) -> None:
+                if failures and getattr(entity, "namespace", None) == "aws":
+                    failures.pop()
+                    raise OSError("the daemon's socket failed")
+                keep(entity)
+
+            monkeypatch.setattr(sent, "send_entity", send_entity)
+            seen[name] = _outcome_of(side, "emitter-raises")
+            monkeypatch.setattr(sent, "send_entity", keep)
+            if name == "lean":
+                assert side.served_lean()
+    assert seen["lean"] == seen["client"]
