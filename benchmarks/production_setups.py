@@ -2,13 +2,13 @@
 
     python -m benchmarks.production_setups [--endpoint URL] [--rounds N] [--chunk N]
 
-The fast wire path steps aside for anything on the client it cannot honour: a patched botocore
-method (X-Ray and OpenTelemetry wrap `_make_api_call` and `Endpoint.prepare_request`) or an
-unknown hook on an event it skips (a user's `before-call`). This measures what that costs, each
-setup beside Powertools under the same setup: the first-run and replay scenarios of
-benchmarks/cpu.py, answered from a recording, for Powertools, ours with the fast path on and
-ours with it off, interleaved in one process per setup (a tracer's patch is process-wide and
-for good), with Lambda's environment and its log handler at INFO.
+The fast wire path serves under the tracers users run: X-Ray (and Powertools' Tracer, which
+patches with it) and OpenTelemetry wrap `_make_api_call` and `Endpoint.prepare_request`, and
+the path calls those wrappers itself; a user's `before-call` hook it emits as the client does.
+This measures what each setup costs, beside Powertools under the same setup: the first-run and
+replay scenarios of benchmarks/cpu.py, answered from a recording, for Powertools, ours with
+the fast path on and ours with it off, interleaved in one process per setup (a tracer's patch
+is process-wide and for good), with Lambda's environment and its log handler at INFO.
 
 Whether the path served is observed, not assumed: after the timing, a few invocations per path
 count the requests sent (botocore's `before-send`, which both paths emit) and those that went
@@ -633,14 +633,20 @@ def section(results: ProductionResults) -> Section:
             "X-Ray and OpenTelemetry wrap botocore's `BaseClient._make_api_call` (to open a "
             "subsegment or span around the call) and `Endpoint.prepare_request` (to put the "
             "trace header on the request); a `before-call` hook is called by "
-            "`_make_api_call` only. The fast path does neither call, so it steps aside and "
-            "the client makes the call: ours then costs what ours through boto3 costs, the "
-            "ratio of the path-off column.",
-            "A setup's own work per request (a subsegment, a span) is the same for both "
-            "libraries and counts in both totals: it brings every ratio nearer 1.",
+            "`_make_api_call`. The fast path calls those wrappers itself, with what botocore "
+            "would give them, and emits `before-call` when a hook of yours is on it, so it "
+            "serves under each setup; tests/integration/test_traced_paths.py compares what "
+            "each setup records on both paths field by field.",
+            "A setup's own work per request (a subsegment, a span, its exception's stack "
+            "trace on a refused condition) is the same for both libraries and counts in both "
+            "totals: it brings every ratio nearer 1, most on the replay, whose one request is "
+            "an error answer.",
             "Under OpenTelemetry in Lambda the trace header is botocore's own (Lambda's "
             "trace id, added for recursion detection before OpenTelemetry's wrapper runs, "
             "which then leaves it), whichever path sends the request.",
+            "A store built without a client in Lambda takes the direct path, not measured "
+            "here (a hook on a client cannot reach it); it calls the tracers' wrappers the "
+            "same way (docs/lambda-modes.md).",
         ],
     )
 

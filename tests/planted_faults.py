@@ -25,6 +25,12 @@ DIRECT = [
     "tests/integration/test_direct_attacks.py",
 ]
 """The direct path's tests (issue 39): its faults are planted against them."""
+TRACED = [
+    "tests/unit/test_direct_traced.py",
+    "tests/integration/test_traced_paths.py",
+    "tests/integration/test_traced_attacks.py",
+]
+"""The lean paths under tracers and hooks (issue 40): their faults are planted against them."""
 Plant = tuple  # (name, module, old, new, test files, *(module, old, new) more edits)
 
 PLANTS: list[Plant] = [
@@ -322,6 +328,90 @@ PLANTS: list[Plant] = [
         "    found = EnvProvider(environ=dict(environ)).load()",
         "    found = None",
         DIRECT,
+    ),
+    (
+        "traced: any wrapper taken for a tracer's",
+        "_stores/dynamodb/wire/tracers.py",
+        "        if wrapper_name(wrapper) not in HONOURED.get(name, ()):",
+        "        if False:",
+        TRACED,
+    ),
+    (
+        "traced: the fast path skips the tracer's wrapper on _make_api_call",
+        "_stores/dynamodb/wire/lean.py",
+        "        if wrappers and self._honours_tracers:",
+        "        if False:",
+        TRACED,
+    ),
+    (
+        "traced: the fast path skips the wrapper on prepare_request (no trace header)",
+        "_stores/dynamodb/wire/build.py",
+        "        if wrappers:  # a tracer's trace header, put on as around `Endpoint.prepare_request`",
+        "        if False:",
+        TRACED,
+    ),
+    (
+        "traced: the direct path skips the wrapper on prepare_request",
+        "_stores/dynamodb/direct/transport.py",
+        "        if wrappers:  # a tracer's trace header, as around `Endpoint.prepare_request`",
+        "        if False:",
+        TRACED,
+    ),
+    (
+        "traced: a user's before-call hook not called",
+        "_stores/dynamodb/wire/lean.py",
+        "        if plan.name in verdict.before_call:  # a user's hook: as `_make_api_call` emits it",
+        "        if False:",
+        TRACED,
+    ),
+    (
+        "traced: the self-check's calls traced",
+        "_stores/dynamodb/wire/check.py",
+        '        twin.__class__ = _untraced_class(type(client), "_make_api_call")\n',
+        "",
+        TRACED,
+    ),
+    (
+        "traced: a tracer set up after the path was built not seen",
+        "_stores/dynamodb/wire/guard.py",
+        "        if not self.methods.unchanged() and not self.methods.found_again():",
+        "        if False:",
+        TRACED,
+    ),
+    (
+        "traced: a call the fast path hands over inside the wrapper traced twice",
+        "_stores/dynamodb/wire/lean.py",
+        "            if traced:  # inside the tracer's wrapper already",
+        "            if False:  # inside the tracer's wrapper already",
+        TRACED,
+    ),
+    (
+        "traced: the direct path's stand-in client failing the call",
+        "_stores/dynamodb/direct/transport.py",
+        "            if made:\n                raise",
+        "            if True:\n                raise",
+        TRACED,
+    ),
+    (
+        "traced: the placeholder user agent shown to a hook",
+        "_stores/dynamodb/wire/guard.py",
+        "            if UA_REBUILD in names and operation not in before_call:",
+        "            if UA_REBUILD in names:",
+        TRACED,
+    ),
+    (
+        "traced: a user's hook's signing choice ignored",
+        "_stores/dynamodb/wire/build.py",
+        "            if handler is None and hooked:",
+        "            if False:",
+        TRACED,
+    ),
+    (
+        "traced: an unknown patch on the one client not told",
+        "_stores/dynamodb/wire/guard.py",
+        '                tell_once(f"{patched} patched on the one {type(owner).__name__}")',
+        "                pass",
+        TRACED,
     ),
 ]
 

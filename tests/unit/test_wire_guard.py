@@ -302,9 +302,9 @@ def test_opentelemetrys_botocore_instrumentation_gets_a_span_and_a_header_per_re
 ) -> None:
     """BotocoreInstrumentor wraps `_make_api_call` (the span) and `prepare_request` (the trace
     header) on botocore's classes, whether the store already made its first call or not: each
-    of the store's requests is made by the client, in a span, carrying that span's header.
-    Uninstrumented, the path serves that client again. (X-Ray's patch cannot be undone in a
-    test run: benchmarks/production_setups.py checks it in interpreters of its own.)"""
+    of the store's requests is in a span and carries that span's header (the lean path calls
+    the wrappers itself: tests/integration/test_traced_paths.py). Uninstrumented, the path
+    serves that client without them."""
     from opentelemetry.instrumentation.botocore import BotocoreInstrumentor
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
-from .guard import UA_REBUILD, BotocoreMethods, Verdict
+from .guard import BotocoreMethods, Verdict
 from .plan import CannotHonourError, Plan
 from .tracers import through
 
@@ -82,11 +82,12 @@ class RequestBuilder:
         headers.update(resolved.headers)
         # botocore builds the user agent twice a call (about 30 µs each unless it is fixed):
         # when its request-created handler rebuilds it anyway, the first would be thrown away.
-        rebuilt = UA_REBUILD in verdict.created_names.get(plan.name, ())
+        rebuilt = plan.name in verdict.ua_rebuilt
         headers["User-Agent"] = (
             "rebuilt when the request is created" if rebuilt else self._user_agent()
         )
-        _add_recursion_detection_header(headers)
+        if plan.name not in verdict.before_call:  # else botocore's own before-call handler
+            _add_recursion_detection_header(headers)
         request_dict = {
             "url_path": "/",
             "query_string": "",
@@ -114,8 +115,11 @@ class RequestBuilder:
             headers=request_dict["headers"],
         )
         request.context = request_dict["context"]
+        hooked = plan.name in verdict.before_call
         for handler in verdict.created_handlers[plan.name]:
-            if handler is None:  # the client's own signer's place in the order
+            if handler is None and hooked:  # a user's hook may have chosen how: ask again
+                self._signer.handler(operation_name=plan.name, request=request)
+            elif handler is None:  # the client's own signer's place in the order
                 self._sign(request, resolved)
             else:
                 handler(request=request, operation_name=plan.name, event_name=plan.created_event)

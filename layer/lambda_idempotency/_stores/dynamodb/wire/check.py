@@ -295,12 +295,14 @@ class _Twin:
         client = wire.client
         emitter: Any = botocore.hooks.HierarchicalEmitter()  # private parts used: untyped
         twin = _copy(client)
+        # a tracer's wrapper records each call of `_make_api_call`: not the check's
+        twin.__class__ = _untraced_class(type(client), "_make_api_call")
         twin.meta = _copy(client.meta)
         twin.meta.events = emitter
         twin._endpoint = _copy(client._endpoint)
         twin._endpoint._event_emitter = emitter
         # a tracer's wrapper adds its header in prepare_request: not on the check's requests
-        twin._endpoint.__class__ = _untraced_endpoint_class(type(client._endpoint))
+        twin._endpoint.__class__ = _untraced_class(type(client._endpoint), "prepare_request")
         twin._endpoint.http_session = _NoNetwork()
         signer = twin._request_signer = _copy(client._request_signer)
         signer._event_emitter = emitter
@@ -346,12 +348,7 @@ class _Twin:
         self._body = b"{}"
 
     def client_call(self, method: str, params: dict[str, Any]) -> Any:
-        """`client.put_item(**params)` and the like, as botocore makes it with no tracer's
-        wrapper around `_make_api_call` (the check's calls are no user's)."""
-        import botocore.client
-
-        make_api_call: Any = _untraced(botocore.client.BaseClient, "_make_api_call")
-        return make_api_call(self.client, OPERATIONS[method], params)
+        return getattr(self.client, method)(**params)
 
     def lean_call(self, method: str, params: dict[str, Any]) -> Any:
         if not self.lean.usable(method):
@@ -412,12 +409,12 @@ def _untraced(cls: type, name: str) -> object:
     return function
 
 
-def _untraced_endpoint_class(cls: type) -> type:
-    """`cls` itself, or a subclass with botocore's own `prepare_request` when a tracer wraps it."""
-    prepare = _untraced(cls, "prepare_request")
-    if getattr(cls, "prepare_request", None) is prepare:
+def _untraced_class(cls: type, name: str) -> type:
+    """`cls` itself, or a subclass with botocore's own `name` where a tracer wraps it."""
+    own = _untraced(cls, name)
+    if getattr(cls, name, None) is own:
         return cls
-    return type(cls.__name__, (cls,), {"prepare_request": prepare})
+    return type(cls.__name__, (cls,), {name: own})
 
 
 def _botocores(handler: Any) -> bool:

@@ -100,7 +100,7 @@ class Guard:
         if methods is None:
             methods = BotocoreMethods([(type(owner), names) for owner, names in self.own_objects])
         self.methods = methods
-        self._verdict = Verdict(None, False, {}, {}, frozenset(), frozenset())
+        self._verdict = Verdict(None, False, {}, frozenset(), frozenset(), frozenset())
 
     def verdict(self) -> Verdict | None:
         """The hooks this call honours, or None when the client must make it. Cheap when
@@ -111,8 +111,10 @@ class Guard:
         if client._endpoint is not self.endpoint or client._request_signer is not self.signer:
             return None
         for owner, names in self.own_objects:
-            if not names.isdisjoint(owner.__dict__):
-                return None  # patched on this one object (mock.patch.object, a wrapper)
+            if not names.isdisjoint(owner.__dict__):  # patched on this one object
+                patched = ", ".join(sorted(names.intersection(owner.__dict__)))
+                tell_once(f"{patched} patched on the one {type(owner).__name__}")
+                return None
         if not self.methods.unchanged() and not self.methods.found_again():
             return None  # patched with what the path cannot call: the patch sees the call
         cache = getattr(self._emitter, "_lookup_cache", None)
@@ -126,7 +128,7 @@ class Guard:
     def _check_handlers(self, cache: object) -> Verdict:
         handlers = self._emitter._handlers
         created_handlers: dict[str, list[Any | None]] = {}
-        created_names: dict[str, set[str]] = {}
+        ua_rebuilt = set()
         validated = set()
         before_call = set()
         for operation in OPERATIONS.values():
@@ -137,7 +139,9 @@ class Guard:
                 name = f"{event}.{self._service_id}.{operation}"
                 found = [handler_name(h) for h in handlers.prefix_search(name)]
                 if any(found_name not in ours for found_name in found):
-                    return Verdict(cache, False, {}, {}, frozenset(), frozenset())
+                    foreign = next(n for n in found if n not in ours)
+                    tell_once(f"a handler on {event}, which it does not emit: {foreign}")
+                    return Verdict(cache, False, {}, frozenset(), frozenset(), frozenset())
                 if VALIDATES in found:
                     validated.add(operation)
             # request-created's handlers are all called, in their order, as botocore's emit
@@ -147,16 +151,23 @@ class Guard:
                 handlers.prefix_search(f"request-created.{self._service_id}.{operation}")
             )
             if [h for h in created if handler_name(h) == SIGNER] != [self.signer.handler]:
-                return Verdict(cache, False, {}, {}, frozenset(), frozenset())
+                tell_once("a request-created signer other than the client's own")
+                return Verdict(cache, False, {}, frozenset(), frozenset(), frozenset())
             created_handlers[operation] = [
                 None if handler_name(h) == SIGNER else h for h in created
             ]
-            created_names[operation] = {handler_name(h) for h in created}
+            names = [handler_name(h) for h in created]
+            # botocore rebuilds the user agent when the request is created: built before, it
+            # would be thrown away, unless someone reads it first (a user's hook)
+            if UA_REBUILD in names and operation not in before_call:
+                readers = names[: names.index(UA_REBUILD)]
+                if all(n == SIGNER or n.startswith("botocore.") for n in readers):
+                    ua_rebuilt.add(operation)
         return Verdict(
             cache,
             True,
             created_handlers,
-            created_names,
+            frozenset(ua_rebuilt),
             frozenset(validated),
             frozenset(before_call),
         )
@@ -169,7 +180,9 @@ class Verdict(NamedTuple):
     cache: object
     clear: bool
     created_handlers: dict[str, list[Any | None]]
-    created_names: dict[str, set[str]]
+    ua_rebuilt: frozenset[str]
+    """The operations whose user agent botocore rebuilds in request-created, nobody reading
+    it before: not built before that."""
     validated: frozenset[str]
     """The operations on which our own client checks enlisted writes (`validate_user_data`)."""
     before_call: frozenset[str]
@@ -195,6 +208,8 @@ class BotocoreMethods:
         self._names_by_class = [(cls, tuple(sorted(names))) for cls, names in names_by_class]
         self.wrappers: dict[str, tuple[Any, ...]] = {}
         """Per wrapped method (`_make_api_call`, `prepare_request`), the wrappers to call."""
+        self.unwrapped: dict[str, Any] = {}
+        """Per wrapped method, botocore's own function under the wrappers."""
         self._plain: list[tuple[type, Callable[[type], tuple[object, ...]], tuple[object, ...]]]
         self._wrapped: list[tuple[Any, str, object]]
         self._refused: tuple[object, ...] | None = None
@@ -234,7 +249,7 @@ class BotocoreMethods:
     def _find(self) -> None:
         plain: list[tuple[type, Callable[[type], tuple[object, ...]], tuple[object, ...]]] = []
         wrapped: list[tuple[Any, str, object]] = []
-        wrappers = {}
+        wrappers, unwrapped_functions = {}, {}
         for cls, names in self._names_by_class:
             functions = {}
             for name in names:
@@ -251,6 +266,7 @@ class BotocoreMethods:
                 _check_botocore_code(function, name)
                 if around:
                     wrappers[name] = around
+                    unwrapped_functions[name] = function
                     wrapped += [*before, (klass.__dict__, name, value)]
                 else:
                     functions[name] = getattr(cls, name)
@@ -258,7 +274,8 @@ class BotocoreMethods:
                 get: Any = operator.attrgetter(*functions)
                 methods_of = get if len(functions) > 1 else (lambda c, get=get: (get(c),))
                 plain.append((cls, methods_of, tuple(functions.values())))
-        self._plain, self._wrapped, self.wrappers = plain, wrapped, wrappers
+        self._plain, self._wrapped = plain, wrapped
+        self.wrappers, self.unwrapped = wrappers, unwrapped_functions
 
 
 def _check_botocore_code(function: object, name: str) -> None:

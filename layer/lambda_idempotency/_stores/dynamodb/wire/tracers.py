@@ -91,5 +91,11 @@ def _is_wrapt_wrapper(value: object) -> bool:
 
 
 def wrapper_name(wrapper: Any) -> str:
+    """Where a wrapper's code is: its module and name as its code has them (a wrapper made
+    with `functools.wraps` carries the names of what it wraps, not its own)."""
     function = getattr(wrapper, "__func__", wrapper)
+    code = getattr(function, "__code__", None)
+    module = getattr(function, "__globals__", {}).get("__name__")
+    if code is not None and module is not None:
+        return f"{module}.{getattr(code, 'co_qualname', code.co_name)}"
     return f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', '?')}"
