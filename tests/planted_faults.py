@@ -401,8 +401,8 @@ PLANTS: list[Plant] = [
     ),
     (
         "traced: a user's hook's signing choice ignored",
-        "_stores/dynamodb/wire/build.py",
-        "            if handler is None and hooked:",
+        "_stores/dynamodb/wire/lean.py",
+        "            if signing_choice(context) != chosen:",
         "            if False:",
         TRACED,
     ),

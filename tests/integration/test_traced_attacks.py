@@ -481,11 +481,14 @@ def otel(**options: Any) -> Iterator[tuple[Any, Any]]:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans))
     instrumentor = BotocoreInstrumentor()
+    default_propagator = getattr(instrumentor, "propagator", None)
     instrumentor.instrument(tracer_provider=provider, **options)
     try:
         yield spans, provider.get_tracer("test")
     finally:
         instrumentor.uninstrument()
+        # the instrumentor is one object a process: another propagator would outlive the test
+        instrumentor.propagator = default_propagator
 
 
 def first_run_replay_and_read(side: Side) -> None:

@@ -115,9 +115,8 @@ class RequestBuilder:
             headers=request_dict["headers"],
         )
         request.context = request_dict["context"]
-        hooked = plan.name in verdict.before_call
         for handler in verdict.created_handlers[plan.name]:
-            if handler is None and hooked:  # a user's hook may have chosen how: ask again
+            if handler is None and resolved.ask_signer:  # a user's hook chose how: as it says
                 self._signer.handler(operation_name=plan.name, request=request)
             elif handler is None:  # the client's own signer's place in the order
                 self._sign(request, resolved)
@@ -178,7 +177,7 @@ class RequestBuilder:
 
 
 class ResolvedEndpoint:
-    __slots__ = ("extra", "features", "headers", "signature_version", "url")
+    __slots__ = ("ask_signer", "extra", "features", "headers", "signature_version", "url")
 
     def __init__(
         self,
@@ -194,6 +193,21 @@ class ResolvedEndpoint:
         self.headers = headers
         self.signature_version = signature_version
         self.extra = extra
+        self.ask_signer = False
+        """Whether the client's signer decides afresh how to sign (a user's hook changed
+        what it reads); else `signature_version`, chosen once."""
+
+    def asking_the_signer(self) -> ResolvedEndpoint:
+        """This endpoint, for one call whose signing a user's hook changed."""
+        copied = ResolvedEndpoint(
+            url=self.url,
+            headers=self.headers,
+            signature_version=self.signature_version,
+            extra=self.extra,
+            features=self.features,
+        )
+        copied.ask_signer = True
+        return copied
 
     def context(self) -> dict[str, Any]:
         """A fresh copy per call: the signer and retry handlers write into the context."""
@@ -201,6 +215,18 @@ class ResolvedEndpoint:
             key: dict(value) if isinstance(value, dict) else value
             for key, value in self.extra.items()
         }
+
+
+SIGNING_CHOICE = ("auth_type", "signing", "request_credentials", "identity_cache")
+"""What botocore's signer reads of a call's context to choose how to sign it."""
+
+
+def signing_choice(context: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A copy of what the signer would read of `context`, to tell whether a hook changed it."""
+    return tuple(
+        dict(value) if isinstance(value, dict) else value
+        for value in (context.get(name) for name in SIGNING_CHOICE)
+    )
 
 
 def signing_request_class() -> type:

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from .build import RequestBuilder, request_context, signing_request_class
+from .build import RequestBuilder, request_context, signing_choice, signing_request_class
 from .guard import Guard, Verdict
 from .plan import OPERATIONS, USER_DATA, CannotHonourError, Plan, validate_user_data
 from .send import Sender
@@ -164,6 +164,7 @@ class FastWire:
         context = request_dict["context"]
         answer = None
         if plan.name in verdict.before_call:  # a user's hook: as `_make_api_call` emits it
+            chosen = signing_choice(context)
             _, answer = self._events.emit_until_response(
                 f"before-call.{self._service_id}.{plan.name}",
                 model=plan.operation_model,
@@ -171,6 +172,8 @@ class FastWire:
                 request_signer=self.client._request_signer,
                 context=context,
             )
+            if signing_choice(context) != chosen:
+                resolved = resolved.asking_the_signer()
         if answer is not None:
             http, parsed = answer
         else:
