@@ -336,3 +336,16 @@ def test_a_client_patched_on_its_class_steps_aside_with_one_info_line_naming_the
     assert level == logging.INFO
     assert "_make_api_call is patched by " + __name__ in line["reason"]
     assert "traced" in line["reason"]
+
+
+def test_a_check_whose_second_keeps_turning_is_made_again_not_taken_for_a_difference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a busy machine one way can take most of a second: a check dated across a turn of
+    the second is made again (a few times), and only a real difference sends the client."""
+    answers = iter([_wire_check._DATED] * 3 + [None])
+    monkeypatch.setattr(_wire_check, "_compare", lambda wire: next(answers))
+    assert _wire_check.differences(None) is None  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_wire_check, "_compare", lambda wire: _wire_check._DATED)
+    assert _wire_check.differences(None) == _wire_check._DATED  # type: ignore[arg-type]
