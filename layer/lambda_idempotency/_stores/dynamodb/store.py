@@ -101,8 +101,9 @@ class DynamoDBStore(TableConnection):
     credentials, endpoint, HTTP session, retry handler, `before-send`), for about 0.6 of
     boto3's CPU a call. It is on for a passed client too because it inspects that client and
     steps aside, call by call, whenever it cannot honour something the client carries (a
-    Stubber, a hook on an event it skips, X-Ray or OpenTelemetry patching, endpoint
-    discovery): what a client can observe does not change. `fast_wire=False`, or
+    Stubber, a hook on an event it skips, a patch it does not know, endpoint discovery; the
+    wrappers of X-Ray, Powertools' Tracer and OpenTelemetry it calls itself): what a client
+    can observe does not change. `fast_wire=False`, or
     IDEMPOTENCY_FAST_WIRE=0 in the environment (no redeploy of code needed), sends every
     request through boto3 as usual (IDEMPOTENCY_DIRECT_WIRE=0 turns off the direct path
     alone).

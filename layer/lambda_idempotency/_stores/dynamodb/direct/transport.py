@@ -12,9 +12,10 @@ is emitted as a client emits it, on `events`.
 
 What a user can observe of a client it does not have, it cannot change: the path is used only
 for a store that builds its own client, in Lambda, when the environment decides every setting
-(`settings`); everything else (a client passed in, a tracer patching botocore, a profile)
-goes through a client as before. `renew` drops what must not outlive a fork or a SnapStart
-restore: pooled connections, credentials resolved before it.
+(`settings`); everything else (a client passed in, a patch of botocore it does not know, a
+profile) goes through a client as before. A tracer's wrappers it calls itself (`traced`).
+`renew` drops what must not outlive a fork or a SnapStart restore: pooled connections,
+credentials resolved before it.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 it because something it cannot honour is there.
 
 Two kinds of things: botocore's methods the path does not call (it does their work
-itself), patched or replaced on the class or on the one client, endpoint or signer (X-Ray,
-OpenTelemetry, `mock.patch.object`): the client makes the call, so the patch sees it; and a
-handler on an event the path does not emit (a Stubber, endpoint discovery, a user's hook).
+itself), patched or replaced on the class or on the one client, endpoint or signer
+(`mock.patch.object`, a tracer it does not know; X-Ray's and OpenTelemetry's wrappers it calls
+itself, `tracers`): the client makes the call, so the patch sees it; and a handler on an event
+the path does not emit (a Stubber, endpoint discovery, a user's hook on `before-sign`).
 The handlers' verdict is kept for the emitter's lookup cache it read, so a call pays for
 the check only after a hook was registered or unregistered.
 """
@@ -38,9 +39,9 @@ ENDPOINT_METHODS = (
 )
 SIGNER_METHODS = ("handler", "sign", "_choose_signer")
 """botocore's methods this path does not call (it does their work itself): patched or wrapped,
-on the class or on the one object (`mock.patch.object`, X-Ray's wrapt proxies on
-`_make_api_call` and `prepare_request`, a tool adding a header in `sign`), the client makes
-the call, so the patch sees it."""
+on the class or on the one object (`mock.patch.object`, a tool adding a header in `sign`), the
+client makes the call, so the patch sees it; the tracers' wrappers on `_make_api_call` and
+`prepare_request` named in `tracers.HONOURED` the path calls itself."""
 SIGNER = "botocore.signers.RequestSigner.handler"
 VALIDATES = "lambda_idempotency._stores.dynamodb.wire.plan.validate_user_data"
 UA_REBUILD = "botocore.useragent.UserAgentString.rebuild_and_replace_user_agent_handler"

@@ -15,9 +15,11 @@ an error's body decoded once (`_stores.dynamodb.wire.parse`).
 
 It steps aside, call by call, for anything it cannot honour: a handler on an event it skips (a
 Stubber, endpoint discovery, a user's hook), any botocore method whose work it does instead of
-calling it, patched or replaced on the class or on the one client, endpoint or signer (X-Ray,
-OpenTelemetry, `mock.patch.object`), an operation whose model needs more than it knows, or a
-botocore whose private parts it relies on are missing. The client then does the call as usual.
+calling it, patched or replaced on the class or on the one client, endpoint or signer
+(`mock.patch.object`, a tracer it does not know), an operation whose model needs more than it
+knows, or a botocore whose private parts it relies on are missing. The client then does the
+call as usual. X-Ray's and OpenTelemetry's wrappers it calls itself (`_stores.dynamodb.wire.
+tracers`), and a user's `before-call` hook it calls as the client does.
 Enlisted writes, the one data it sends that the store did not build, are checked as the client
 checks parameters. And before it serves a client at all, it proves itself against the client's own
 way on this botocore (`_stores.dynamodb.wire.check`), or steps aside.
