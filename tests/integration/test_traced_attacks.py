@@ -941,46 +941,9 @@ def test_xray_and_opentelemetry_log_no_fast_wire_off_line(
 # =====================================================================================
 
 
-@contextlib.contextmanager
-def xray(
-    monkeypatch: pytest.MonkeyPatch,
-    *,
-    in_lambda: bool = True,
-    context_missing: str = "LOG_ERROR",
-    modules: tuple[str, ...] | None = ("botocore", "httplib"),
-) -> Iterator[Any]:
-    """X-Ray's recorder with a keeping emitter; botocore patched by X-Ray (or by whoever the
-    test has patch it when `modules` is None); all of it undone afterwards."""
-    from aws_xray_sdk import global_sdk_config
-    from aws_xray_sdk.core import patch, patcher, xray_recorder
-    from aws_xray_sdk.core.context import Context
-    from aws_xray_sdk.core.lambda_launcher import LambdaContext
-    from aws_xray_sdk.ext import httplib
-
-    from tests.integration.test_traced_paths import SentToXRay
-
-    if in_lambda:
-        monkeypatch.setenv("LAMBDA_TASK_ROOT", "/var/task")
-    else:
-        monkeypatch.delenv("LAMBDA_TASK_ROOT", raising=False)
-    saved = xray_recorder.context, xray_recorder.emitter, xray_recorder.sampling
-    threshold, enabled = xray_recorder.streaming_threshold, global_sdk_config.sdk_enabled()
-    sent = SentToXRay()
-    context = LambdaContext() if in_lambda else Context(context_missing=context_missing)
-    xray_recorder.configure(emitter=sent, context=context, sampling=False, streaming_threshold=0)
-    global_sdk_config.set_sdk_enabled(True)
-    if modules:
-        patch(modules)
-    try:
-        yield sent
-    finally:
-        httplib.unpatch()
-        with contextlib.suppress(AttributeError):
-            delattr(botocore.client, "_xray_enabled")
-        patcher._PATCHED_MODULES.difference_update({"botocore", "httplib"})
-        xray_recorder.context, xray_recorder.emitter, xray_recorder.sampling = saved
-        xray_recorder.streaming_threshold = threshold
-        global_sdk_config.set_sdk_enabled(enabled)
+xray = xray_patched
+"""X-Ray's recorder with a keeping emitter, botocore patched by it (or by whoever the test has
+patch it when `modules` is None); all of it undone afterwards."""
 
 
 def _outcome_of(side: Side, event_id: str) -> tuple[Any, ...]:

@@ -245,10 +245,19 @@ class SentToXRay:
 
 
 @contextlib.contextmanager
-def xray_patched(monkeypatch: pytest.MonkeyPatch) -> Iterator[SentToXRay]:
+def xray_patched(
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    in_lambda: bool = True,
+    context_missing: str = "LOG_ERROR",
+    modules: tuple[str, ...] | None = ("botocore", "httplib"),
+) -> Iterator[SentToXRay]:
     """X-Ray's own patch of botocore (and of http.client, as `patch_all` and Powertools'
-    Tracer patch it), the recorder as it runs in Lambda; all of it undone afterwards."""
+    Tracer patch it; None: the test patches), the recorder as it runs in Lambda (or outside
+    it, with `context_missing`); all of it undone afterwards."""
+    from aws_xray_sdk import global_sdk_config
     from aws_xray_sdk.core import patch, patcher, xray_recorder
+    from aws_xray_sdk.core.context import Context
     from aws_xray_sdk.core.lambda_launcher import LambdaContext
     from aws_xray_sdk.ext import httplib
 
@@ -257,18 +266,19 @@ def xray_patched(monkeypatch: pytest.MonkeyPatch) -> Iterator[SentToXRay]:
         (botocore.endpoint.Endpoint, "prepare_request"),
     ):
         monkeypatch.setattr(cls, name, cls.__dict__[name])  # restored after the test
-    monkeypatch.setenv("LAMBDA_TASK_ROOT", "/var/task")
-    from aws_xray_sdk import global_sdk_config
-
+    if in_lambda:
+        monkeypatch.setenv("LAMBDA_TASK_ROOT", "/var/task")
+    else:
+        monkeypatch.delenv("LAMBDA_TASK_ROOT", raising=False)
     saved = xray_recorder.context, xray_recorder.emitter, xray_recorder.sampling
     threshold, enabled = xray_recorder.streaming_threshold, global_sdk_config.sdk_enabled()
     sent = SentToXRay()
     # as the recorder is made in Lambda: each subsegment sent when it ends
-    xray_recorder.configure(
-        emitter=sent, context=LambdaContext(), sampling=False, streaming_threshold=0
-    )
+    context = LambdaContext() if in_lambda else Context(context_missing=context_missing)
+    xray_recorder.configure(emitter=sent, context=context, sampling=False, streaming_threshold=0)
     global_sdk_config.set_sdk_enabled(True)
-    patch(("botocore", "httplib"))
+    if modules:
+        patch(modules)
     try:
         yield sent
     finally:

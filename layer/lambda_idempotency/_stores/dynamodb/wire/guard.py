@@ -294,14 +294,6 @@ def _check_botocore_code(function: object, name: str) -> None:
         raise CannotHonourError(f"{name} is patched by {wrapper_name(function)}")
 
 
-def _botocore_function(cls: type, name: str) -> object:
-    """botocore's own method, as `cls` has it; CannotHonourError when it is patched or
-    wrapped, by a tracer or anything else (the direct path's check)."""
-    function = getattr(cls, name, None)
-    _check_botocore_code(function, name)
-    return function
-
-
 _told: set[str] = set()
 
 
