@@ -62,8 +62,7 @@ class DirectWire:
         self._lock = threading.Lock()
         self._credentials = settings.credentials
         self._http: Any = None
-        self._signer = _signer_class()
-        self._request_class = _request_class()
+        self._signer, self._request_class = _signing_classes()
         self._operations = {name: _Operation(name) for name in OPERATIONS.values()}
         import botocore
 
@@ -474,24 +473,19 @@ def _http_session(settings: Settings) -> Any:
     )
 
 
-def _signer_class() -> type:
+def _signing_classes() -> tuple[type, type]:
     """The SigV4 signer a client would choose (botocore's, or awscrt's where it is installed:
     botocore then maps "v4" to the CRT's), or botocore's cheaper twin (`wire.request`) where
-    this botocore allows it."""
+    this botocore allows it; and the request class it signs. The twin and its request come
+    from one `wire_parts()`: the twin signs its own request's headers in one pass."""
     from botocore.auth import AUTH_TYPE_MAPS, SigV4Auth
 
-    from ..wire.request import wire_parts
-
-    chosen: type = AUTH_TYPE_MAPS["v4"]
-    if chosen is not SigV4Auth:
-        return chosen
-    parts = wire_parts()
-    return SigV4Auth if parts is None else parts.sigv4
-
-
-def _request_class() -> type:
     from ..wire.build import signing_request_class
     from ..wire.request import wire_parts
 
     parts = wire_parts()
-    return signing_request_class() if parts is None else parts.request
+    request_class = signing_request_class() if parts is None else parts.request
+    chosen: type = AUTH_TYPE_MAPS["v4"]
+    if chosen is not SigV4Auth:
+        return chosen, request_class
+    return (SigV4Auth if parts is None else parts.sigv4), request_class
