@@ -108,10 +108,10 @@ def record(
     """Run one invocation for real, keep DynamoDB's answers, and switch the client over to
     answering from them (checking the replayed invocation ends the same way)."""
     client = contender.default_client(endpoint_url)
-    replayer = Replayer(client)
+    replayer = Replayer(client.meta.events)
     subject, meter = metered_subject(scenario, contender, client, table, kind)
     with subject:
-        recorder = Recorder(client)
+        recorder = Recorder(client.meta.events)
         outcome = subject()
         requests, script = recorder.take()
     recorder.detach()
@@ -167,9 +167,9 @@ class BarePut:
         client = dynamodb_client(endpoint_url)
         self.meter = BotocoreMeter(client)
         self.table = table
-        self.replayer = Replayer(client)
+        self.replayer = Replayer(client.meta.events)
         self._calls = 0
-        recorder = Recorder(client)
+        recorder = Recorder(client.meta.events)
         self()
         _, script = recorder.take()
         recorder.detach()

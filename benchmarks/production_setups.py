@@ -2,17 +2,18 @@
 
     python -m benchmarks.production_setups [--endpoint URL] [--rounds N] [--chunk N]
 
-The fast wire path serves under the tracers users run: X-Ray (and Powertools' Tracer, which
+Both lean paths serve under the tracers users run: X-Ray (and Powertools' Tracer, which
 patches with it) and OpenTelemetry wrap `_make_api_call` and `Endpoint.prepare_request`, and
-the path calls those wrappers itself; a user's `before-call` hook it emits as the client does.
-This measures what each setup costs, beside Powertools under the same setup: the first-run and
-replay scenarios of benchmarks/cpu.py, answered from a recording, for Powertools, ours with
-the fast path on and ours with it off, interleaved in one process per setup (a tracer's patch
+the paths call those wrappers themselves; a user's `before-call` hook on a client the fast wire
+path emits as the client does. This measures what each setup costs, beside Powertools under the
+same setup: the first-run and replay scenarios of benchmarks/cpu.py, answered from a recording,
+for Powertools, ours without a client (the direct path, Lambda's default), ours given a client
+with the fast path on and with it off, interleaved in one process per setup (a tracer's patch
 is process-wide and for good), with Lambda's environment and its log handler at INFO.
 
-Whether the path served is observed, not assumed: after the timing, a few invocations per path
-count the requests sent (botocore's `before-send`, which both paths emit) and those that went
-through the client's own request serializer, which only the client's `_make_api_call` calls.
+Whether a path served is observed, not assumed: after the timing, a few invocations per path
+count the requests sent (botocore's `before-send`, which every path emits) and those that went
+through a client's own request serializer, which only the client's `_make_api_call` calls.
 The same pass checks the setup saw every request (X-Ray subsegments, OpenTelemetry spans, the
 hook's calls) and that the header it adds was sent. Prints the figures.
 """
@@ -87,9 +88,13 @@ SETUPS = {
 }
 PATHS = {
     "powertools": "Powertools",
+    "ours-direct": "ours, direct path",
     "ours-fast": "ours, fast path on",
     "ours-off": "ours, fast path off",
 }
+LEAN_PATHS = ("ours-direct", "ours-fast")
+"""Ours with a lean path: a store without a client (the direct path, Lambda's default), and a
+store given a client (the fast wire path over it)."""
 SCENARIOS = (FIRST_RUN, REPLAY)
 
 
@@ -147,6 +152,9 @@ class LambdaEnvironment:
 
 class Tracing:
     """A setup, installed: what it adds to a client and a handler, and what it saw."""
+
+    on_a_client = False
+    """Whether the setup lives on a client (a hook): a store without one has nothing for it."""
 
     def on_client(self, client: Any) -> None:
         """Called for each library's client before the library is built over it."""
@@ -279,6 +287,8 @@ class OpenTelemetry(Tracing):
 
 
 class BeforeCallHook(Tracing):
+    on_a_client = True
+
     def __init__(self) -> None:
         self.calls = 0
 
@@ -323,6 +333,10 @@ class _Subject:
     client: Any
     call: Callable[[], Any]
     calls: int
+    events: Any
+    """Where the path emits `before-send` (a client's events; the direct path's own)."""
+    store: Any = None
+    """The direct path's store (its fallback client, if it built one, is `store._client`)."""
 
 
 def measure_setup(slug: str, endpoint_url: str, *, rounds: int, chunk: int) -> dict[str, Any]:
@@ -381,26 +395,38 @@ def _subjects(
         "powertools": create_table(setup, f"production-pt-{run}", POWERTOOLS.key_attribute),
     }
     subjects = {}
+    direct_stores: list[Any] = []
     for scenario in SCENARIOS:
         for path, make_client, wrap in (
             ("powertools", dynamodb_client, _wrap_powertools),
+            ("ours-direct", our_default_client, _ours_direct(endpoint_url, direct_stores)),
             ("ours-fast", our_default_client, _ours(fast_wire=True)),
             ("ours-off", our_default_client, _ours(fast_wire=False)),
         ):
+            if path == "ours-direct" and tracing.on_a_client:
+                continue  # a hook on a client: a store without one has nothing to honour
             client = make_client(endpoint_url)
             tracing.on_client(client)
-            replayer = Replayer(client)
             who = POWERTOOLS if path == "powertools" else contender(path, path, wrap, "pk")
             table = tables["powertools" if path == "powertools" else "ours"]
             subject = Subject(scenario, who, client, table)
             subject.handler = tracing.wrap(subject.handler)
+            store, events, answers = None, client.meta.events, "response-received"
+            if path == "ours-direct":
+                store = direct_stores[-1]
+                store.prepare()  # as at INIT: the direct path built (its tracer's model loaded)
+                direct = store._caller()
+                if type(direct).__name__ != "DirectWire":
+                    raise RuntimeError(f"the direct path does not serve here: {direct!r}")
+                events, answers = direct.events, "after-call"
+            replayer = Replayer(events)
 
             def invoke(subject: Subject = subject) -> str:
                 environment.next_invocation()
                 return subject()
 
             with subject:
-                recorder = Recorder(client)
+                recorder = Recorder(events, answers)
                 subject.check(invoke())
                 requests, script = recorder.take()
             recorder.detach()
@@ -408,22 +434,43 @@ def _subjects(
             subject.check(invoke())
             replayer.check()
             subjects[f"{scenario.slug}/{path}"] = _Subject(
-                scenario.slug, path, client, invoke, len(requests)
+                scenario.slug, path, client, invoke, len(requests), events, store
             )
     return subjects
 
 
+def _ours_direct(endpoint_url: str, stores: list[Any]) -> Callable[..., Any]:
+    """Ours as a Lambda function builds it by default: a store with no client, which takes
+    the direct path in Lambda (the endpoint given, as AWS_ENDPOINT_URL_DYNAMODB would); each
+    store built is appended to `stores`."""
+
+    def wrap(client: Any, table: str, handler: Any, *, cache: bool, **options: Any) -> Any:
+        from lambda_idempotency import DynamoDBStore, idempotent
+
+        from .workload import KEY_SELECTION, PAYLOAD_SELECTION, REGION
+
+        store = DynamoDBStore(table, endpoint_url=endpoint_url, region_name=REGION)
+        stores.append(store)
+        return idempotent(
+            key=KEY_SELECTION,
+            payload=PAYLOAD_SELECTION,
+            store=store,
+            cache_size=256 if cache else 0,
+            **options,
+        )(handler)
+
+    return wrap
+
+
 def observe(subject: _Subject, tracing: Tracing) -> dict[str, int | None]:
-    """A few invocations, counting the requests sent (before-send: both paths emit it), those
-    the client's own request serializer built (only its `_make_api_call` calls it: the fast
-    path builds its own), what the setup recorded, and the requests carrying its header."""
+    """A few invocations, counting the requests sent (before-send: every path emits it), those
+    a client's own request serializer built (only its `_make_api_call` calls it: the lean
+    paths build their own), what the setup recorded, and the requests carrying its header."""
     sent: list[Any] = []
 
     def keep(request: Any, **_: Any) -> None:
         sent.append(request.headers)
 
-    serializer = subject.client._serializer
-    serialize = serializer.serialize_to_request
     through_client = 0
 
     def counted(*args: Any, **kwargs: Any) -> Any:
@@ -431,16 +478,24 @@ def observe(subject: _Subject, tracing: Tracing) -> dict[str, int | None]:
         through_client += 1
         return serialize(*args, **kwargs)
 
-    events = subject.client.meta.events
-    events.register_first("before-send.dynamodb", keep)
-    serializer.serialize_to_request = counted  # on the one serializer: nothing the path checks
+    # the direct path's store sends through a client only once it has built one (its
+    # fallback); one built during the pass is counted as every request gone through it
+    client = subject.client if subject.store is None else subject.store._client
+    serializer = None if client is None else client._serializer
+    serialize = None if serializer is None else serializer.serialize_to_request
+    subject.events.register_first("before-send.dynamodb", keep)
+    if serializer is not None:
+        serializer.serialize_to_request = counted  # on the one serializer: nothing checked
     try:
         with tracing.watching():
             for _ in range(EVIDENCE_CALLS):
                 subject.call()
     finally:
-        del serializer.serialize_to_request
-        events.unregister("before-send.dynamodb", keep)
+        if serializer is not None:
+            del serializer.serialize_to_request
+        subject.events.unregister("before-send.dynamodb", keep)
+    if subject.store is not None and client is None and subject.store._client is not None:
+        through_client = max(len(sent), 1)
     marked = [tracing.header(headers) for headers in sent]
     return {
         "requests": len(sent),
@@ -475,9 +530,11 @@ class SetupResult:
     """(scenario slug, path) -> CPU per invocation."""
     evidence: dict[tuple[str, str], Evidence]
 
-    def fast_path(self, scenario: str) -> str:
-        """Whether ours with the path on sent its requests itself, as observed."""
-        seen = self.evidence[(scenario, "ours-fast")]
+    def served(self, scenario: str, path: str) -> str:
+        """Whether ours on a lean path sent its requests itself, as observed."""
+        seen = self.evidence.get((scenario, path))
+        if seen is None:
+            return "n/a"
         if seen.requests and seen.through_client == 0:
             return "serves"
         if seen.through_client == seen.requests:
@@ -545,10 +602,11 @@ def _ratio(ours: PerInvocation, theirs: PerInvocation) -> str:
 
 def _saw(result: SetupResult, scenario: str) -> str:
     """What the setup saw of the requests, over the three paths."""
-    rows = [result.evidence[(scenario, path)] for path in PATHS]
+    paths = [path for path in PATHS if (scenario, path) in result.evidence]
+    rows = [result.evidence[(scenario, path)] for path in paths]
     if all(row.seen is None and row.header is None for row in rows):
         return "n/a"
-    missed = [PATHS[path] for path, row in zip(PATHS, rows, strict=True) if row.missed]
+    missed = [PATHS[path] for path, row in zip(paths, rows, strict=True) if row.missed]
     if missed:
         return "**MISSED** on " + ", ".join(missed)
     requests = sum(row.requests for row in rows)
@@ -563,16 +621,20 @@ def rows(results: ProductionResults) -> list[list[str]]:
     for slug, result in results.setups.items():
         for scenario in SCENARIOS:
             theirs = result.by_path[(scenario.slug, "powertools")]
+            direct = result.by_path.get((scenario.slug, "ours-direct"))
             fast = result.by_path[(scenario.slug, "ours-fast")]
             off = result.by_path[(scenario.slug, "ours-off")]
             table.append(
                 [
                     SETUPS[slug].title,
                     scenario.title,
-                    result.fast_path(scenario.slug),
+                    result.served(scenario.slug, "ours-direct"),
+                    result.served(scenario.slug, "ours-fast"),
                     f"{_median(theirs) * 1e6:.0f} µs",
+                    "—" if direct is None else f"{_median(direct) * 1e6:.0f} µs",
                     f"{_median(fast) * 1e6:.0f} µs",
                     f"{_median(off) * 1e6:.0f} µs",
+                    "—" if direct is None else _ratio(direct, theirs),
                     _ratio(fast, theirs),
                     _ratio(off, theirs),
                     _saw(result, scenario.slug),
@@ -594,15 +656,17 @@ def section(results: ProductionResults) -> Section:
             "sampling decision), the runtime's log handler with the root logger at INFO. "
             "X-Ray records as it does in Lambda, with no daemon needed: the SDK's Lambda "
             "context builds a facade segment from that header and sends each subsegment as a "
-            "UDP datagram, here to a loopback socket nobody reads. Powertools, ours with the "
-            "fast path on and ours with it off (`fast_wire=False`, as IDEMPOTENCY_FAST_WIRE=0) "
+            "UDP datagram, here to a loopback socket nobody reads. Powertools, ours without a "
+            "client (the direct path, what a function gets by default in Lambda; its store "
+            "built at INIT), ours given a client with the fast path on and ours with it off "
+            "(`fast_wire=False`, as IDEMPOTENCY_FAST_WIRE=0) "
             "ran the first-run and replay scenarios of the CPU section, each on its default "
             "client with the setup on it, answered from a recording, interleaved in chunks of "
             f"{results.chunk} over {results.rounds} rounds; CPU is the median per invocation "
             "over the chunks, ratios the median (with quartiles) of the round-by-round ratios "
-            "to Powertools. Whether the fast path served was observed after the timing: of "
+            "to Powertools. Whether a lean path served was observed after the timing: of "
             f"{EVIDENCE_CALLS} invocations per path, the requests sent (botocore's "
-            "`before-send`, which both paths emit) against those the client's own request "
+            "`before-send`, which every path emits) against those a client's own request "
             "serializer built (only the client's `_make_api_call` uses it). The same pass "
             "checked that the setup saw every request (X-Ray: a DynamoDB subsegment begun, its "
             "id the parent in the request's trace header; OpenTelemetry: a DynamoDB client "
@@ -614,18 +678,22 @@ def section(results: ProductionResults) -> Section:
                 [
                     "setup",
                     "scenario",
+                    "direct path",
                     "fast path",
                     "Powertools",
-                    "ours, path on",
+                    "ours, direct",
+                    "ours, fast path on",
                     "ours, path off",
-                    "ours on / Powertools",
-                    "ours off / Powertools",
+                    "direct / Powertools",
+                    "fast on / Powertools",
+                    "off / Powertools",
                     "the setup saw",
                 ],
                 rows(results),
                 caption=(
-                    "CPU per invocation, median over the chunks; fast path: what ours with "
-                    "the path on did, as observed."
+                    "CPU per invocation, median over the chunks; direct path: what ours "
+                    "without a client did (the default in Lambda), fast path: ours given a "
+                    "client with the path on, each as observed."
                 ),
             )
         ],
@@ -644,9 +712,11 @@ def section(results: ProductionResults) -> Section:
             "Under OpenTelemetry in Lambda the trace header is botocore's own (Lambda's "
             "trace id, added for recursion detection before OpenTelemetry's wrapper runs, "
             "which then leaves it), whichever path sends the request.",
-            "A store built without a client in Lambda takes the direct path, not measured "
-            "here (a hook on a client cannot reach it); it calls the tracers' wrappers the "
-            "same way (docs/lambda-modes.md).",
+            "A store built without a client takes the direct path in Lambda (the default a "
+            "function gets, docs/lambda-modes.md): no botocore client at all, its requests "
+            "built, signed and read by the library, the tracers' wrappers called as around a "
+            "client's. A hook on a client cannot reach a store without one: no direct row "
+            "for the hook.",
         ],
     )
 
@@ -655,10 +725,13 @@ def print_results(results: ProductionResults) -> None:
     headers = [
         "setup",
         "scenario",
+        "direct",
         "fast path",
         "PT",
+        "ours direct",
         "ours on",
         "ours off",
+        "direct/PT",
         "on/PT",
         "off/PT",
         "saw",

@@ -29,16 +29,22 @@ class ReplayMismatchError(RuntimeError):
 
 
 class Recorder:
-    """Counts every request a client sends (its round trips) and keeps every response it
-    receives, in order, until detached."""
+    """Counts every request sent on `events` (a client's `meta.events`, or the direct path's
+    own: their round trips) and keeps every response received, in order, until detached.
 
-    def __init__(self, client: Any) -> None:
+    A client's responses are read on `response-received` (not before-parse: botocore before
+    1.35 has none); the direct path emits no such event, but `after-call` with the response
+    of each call (DynamoDB Local answers each request once: no retry to miss)."""
+
+    def __init__(self, events: Any, answers: str = "response-received") -> None:
         self.requests: list[str] = []
         self.exchanges: list[Exchange] = []
-        self._client = client
-        client.meta.events.register("before-send.dynamodb", self._count)
-        # response-received, not before-parse: botocore before 1.35 has no before-parse.
-        client.meta.events.register("response-received.dynamodb", self._keep)
+        self._events = events
+        self._answers = f"{answers}.dynamodb"
+        events.register("before-send.dynamodb", self._count)
+        keep = self._keep if answers == "response-received" else self._keep_call
+        events.register(self._answers, keep)
+        self._keeper = keep
 
     def _count(self, event_name: str, **_: Any) -> None:
         self.requests.append(event_name.rsplit(".", 1)[-1])
@@ -55,6 +61,16 @@ class Recorder:
             )
         )
 
+    def _keep_call(self, event_name: str, http_response: Any, **_: Any) -> None:
+        self.exchanges.append(
+            Exchange(
+                operation=event_name.rsplit(".", 1)[-1],
+                status=int(http_response.status_code),
+                headers=dict(http_response.headers),
+                body=bytes(http_response.content),
+            )
+        )
+
     def take(self) -> tuple[list[str], list[Exchange]]:
         """The requests sent and the responses received since the last take."""
         taken = self.requests, self.exchanges
@@ -62,8 +78,8 @@ class Recorder:
         return taken
 
     def detach(self) -> None:
-        self._client.meta.events.unregister("before-send.dynamodb", self._count)
-        self._client.meta.events.unregister("response-received.dynamodb", self._keep)
+        self._events.unregister("before-send.dynamodb", self._count)
+        self._events.unregister(self._answers, self._keeper)
 
 
 _NOT_RECORDED = Exchange(
@@ -94,11 +110,11 @@ class Replayer:
     and `check` raises it.
     """
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, events: Any) -> None:
         self._script: list[Exchange] | None = None
         self._next = 0
         self.mismatch: str | None = None
-        client.meta.events.register("before-send.dynamodb", self._answer)
+        events.register("before-send.dynamodb", self._answer)
 
     def play(self, script: list[Exchange]) -> None:
         self._script, self._next, self.mismatch = list(script), 0, None

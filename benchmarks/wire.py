@@ -135,12 +135,12 @@ def invocations(
         ):
             table = tables["powertools" if slug == "powertools" else "ours"]
             client = make_client(endpoint_url)
-            replayer = Replayer(client) if recorded else None
+            replayer = Replayer(client.meta.events) if recorded else None
             key = POWERTOOLS.key_attribute if slug == "powertools" else OURS.key_attribute
             who = POWERTOOLS if slug == "powertools" else contender(slug, slug, wrap, key)
             subject = Subject(scenario, who, client, table)
             with subject:
-                recorder = Recorder(client)
+                recorder = Recorder(client.meta.events)
                 subject()
                 requests, script = recorder.take()
             recorder.detach()
