@@ -31,6 +31,8 @@ TRACED = [
     "tests/integration/test_traced_attacks.py",
 ]
 """The lean paths under tracers and hooks (issue 40): their faults are planted against them."""
+SIGNING = ["tests/unit/test_wire_signing.py", "tests/unit/test_wire_conformance.py"]
+"""The lean paths' SigV4 and prepared request, against botocore's own."""
 Plant = tuple  # (name, module, old, new, test files, *(module, old, new) more edits)
 
 PLANTS: list[Plant] = [
@@ -412,6 +414,49 @@ PLANTS: list[Plant] = [
         '                tell_once(f"{patched} patched on the one {type(owner).__name__}")',
         "                pass",
         TRACED,
+    ),
+    (
+        "signing: a retry keeps its previous attempt's Authorization and X-Amz-Date",
+        "_stores/dynamodb/wire/request.py",
+        "            if present & replaced:  # a retry: the previous attempt's",
+        "            if False:",
+        SIGNING,
+    ),
+    (
+        "signing: the session token left off",
+        "_stores/dynamodb/wire/request.py",
+        '                added.append(("X-Amz-Security-Token", token))',
+        "                pass",
+        SIGNING,
+    ),
+    (
+        "signing: a request with a Date header signed the one-pass way",
+        "_stores/dynamodb/wire/request.py",
+        '            if "date" in present:',
+        "            if False:",
+        SIGNING,
+    ),
+    (
+        "signing: an add_auth patched since bypassed",
+        "_stores/dynamodb/wire/request.py",
+        "                or not botocores_add_auth()\n",
+        "",
+        SIGNING,
+    ),
+    (
+        "signing: a request's own params left out of the canonical query",
+        "_stores/dynamodb/wire/request.py",
+        "self.canonical_query_string(request) if request.params else query",
+        "query",
+        SIGNING,
+    ),
+    (
+        "prepare: a header value that is not text prepared the lean way",
+        "_stores/dynamodb/wire/request.py",
+        "                if not isinstance(value, str):\n"
+        "                    return self._prepared_as_botocore_does(items)\n",
+        "",
+        SIGNING,
     ),
 ]
 
