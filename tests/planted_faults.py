@@ -31,7 +31,11 @@ TRACED = [
     "tests/integration/test_traced_attacks.py",
 ]
 """The lean paths under tracers and hooks (issue 40): their faults are planted against them."""
-SIGNING = ["tests/unit/test_wire_signing.py", "tests/unit/test_wire_conformance.py"]
+SIGNING = [
+    "tests/unit/test_wire_signing.py",
+    "tests/unit/test_wire_signing_attacks.py",
+    "tests/unit/test_wire_conformance.py",
+]
 """The lean paths' SigV4 and prepared request, against botocore's own."""
 Plant = tuple  # (name, module, old, new, test files, *(module, old, new) more edits)
 
@@ -417,37 +421,73 @@ PLANTS: list[Plant] = [
     ),
     (
         "signing: a retry keeps its previous attempt's Authorization and X-Amz-Date",
-        "_stores/dynamodb/wire/request.py",
-        "            if present & replaced:  # a retry: the previous attempt's",
-        "            if False:",
+        "_stores/dynamodb/wire/sigv4.py",
+        "    if present & replaced:  # a retry: the previous attempt's",
+        "    if False:",
         SIGNING,
     ),
     (
         "signing: the session token left off",
-        "_stores/dynamodb/wire/request.py",
-        '                added.append(("X-Amz-Security-Token", token))',
-        "                pass",
+        "_stores/dynamodb/wire/sigv4.py",
+        '        added.append(("X-Amz-Security-Token", token))',
+        "        pass",
         SIGNING,
     ),
     (
         "signing: a request with a Date header signed the one-pass way",
-        "_stores/dynamodb/wire/request.py",
+        "_stores/dynamodb/wire/sigv4.py",
         '            if "date" in present:',
         "            if False:",
         SIGNING,
     ),
     (
-        "signing: an add_auth patched since bypassed",
-        "_stores/dynamodb/wire/request.py",
-        "                or not botocores_add_auth()\n",
+        "signing: a signing step patched since bypassed",
+        "_stores/dynamodb/wire/sigv4.py",
+        "                or not own.unchanged()\n",
         "",
         SIGNING,
     ),
     (
         "signing: a request's own params left out of the canonical query",
-        "_stores/dynamodb/wire/request.py",
+        "_stores/dynamodb/wire/sigv4.py",
         "self.canonical_query_string(request) if request.params else query",
         "query",
+        SIGNING,
+    ),
+    (
+        "signing: botocore's DEBUG lines not logged",
+        "_stores/dynamodb/wire/sigv4.py",
+        "                or logger.isEnabledFor(logging.DEBUG)\n",
+        "",
+        SIGNING,
+    ),
+    (
+        "signing: the unsigned-headers list read once",
+        "_stores/dynamodb/wire/sigv4.py",
+        "    blacklist = auth.SIGNED_HEADERS_BLACKLIST\n",
+        "    blacklist = _first_blacklist(auth)\n",
+        SIGNING,
+        (
+            "_stores/dynamodb/wire/sigv4.py",
+            "    return key  # type: ignore[no-any-return]\n",
+            "    return key  # type: ignore[no-any-return]\n\n\n"
+            "@functools.cache\n"
+            "def _first_blacklist(auth):\n"
+            "    return frozenset(auth.SIGNED_HEADERS_BLACKLIST)\n",
+        ),
+    ),
+    (
+        "signing: an unsigned X-Amz-Content-SHA256 not read",
+        "_stores/dynamodb/wire/sigv4.py",
+        '        if lower == "x-amz-content-sha256" and checksum is None:\n',
+        '        if lower == "x-amz-content-sha256" and checksum is None and lower not in blacklist:\n',
+        SIGNING,
+    ),
+    (
+        "request: a text body a hook set read as it is",
+        "_stores/dynamodb/wire/request.py",
+        "            if type(data) is bytes and data:\n",
+        "            if data:\n",
         SIGNING,
     ),
     (

@@ -72,13 +72,26 @@ def add_a_default_header(monkeypatch: pytest.MonkeyPatch) -> str:
 
 def change_the_canonical_request(monkeypatch: pytest.MonkeyPatch) -> str:
     """A botocore whose SigV4 canonical request follows a new rule (here: the payload hash
-    in upper case), so that its signature differs."""
-    canonical_request = botocore.auth.SigV4Auth.canonical_request
-
-    def changed(self: Any, request: Any) -> str:
-        head, _, payload_hash = canonical_request(self, request).rpartition("\n")
-        return f"{head}\n{payload_hash.upper()}"
-
+    in upper case), so that its signature differs. The new rule is botocore's own code, as a
+    release would ship it (its method's name, in botocore.auth's module): a patch of someone
+    else's the lean paths' signer honours, signing as botocore does."""
+    monkeypatch.setattr(
+        botocore.auth,
+        "_earlier_canonical_request",
+        botocore.auth.SigV4Auth.canonical_request,
+        raising=False,
+    )
+    release: dict[str, Any] = {}
+    exec(  # a class body compiled in botocore.auth's namespace, as a release's would be
+        "class SigV4Auth:\n"
+        "    def canonical_request(self, request):\n"
+        "        earlier = _earlier_canonical_request(self, request)\n"
+        "        head, _, payload_hash = earlier.rpartition('\\n')\n"
+        "        return f'{head}\\n{payload_hash.upper()}'\n",
+        vars(botocore.auth),
+        release,
+    )
+    changed = vars(release["SigV4Auth"])["canonical_request"]
     monkeypatch.setattr(botocore.auth.SigV4Auth, "canonical_request", changed)
     return "PutItem request: header authorization (its value)"
 

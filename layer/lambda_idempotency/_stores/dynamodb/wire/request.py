@@ -15,10 +15,10 @@ fast wire path then builds botocore's own objects.
 
 from __future__ import annotations
 
-import functools
-import logging
-from collections.abc import Callable, ItemsView, Iterator
+from collections.abc import ItemsView, Iterator
 from typing import Any, NamedTuple
+
+from .sigv4 import SIGNING_METHODS, SIGNING_MODULE_PARTS, sigv4_class
 
 
 class WireParts(NamedTuple):
@@ -41,7 +41,7 @@ def wire_parts() -> WireParts | None:
     headers_class = _headers_class(parts)
     return WireParts(
         request=_request_class(parts, headers_class, headers_dict),
-        sigv4=_sigv4_class(parts, headers_class),
+        sigv4=sigv4_class(parts.auth, headers_class),
         headers=headers_dict,
     )
 
@@ -57,10 +57,6 @@ class _Botocore(NamedTuple):
     prepared_class: Any
     takes_context: bool
     """Whether AWSPreparedRequest takes the request's context (botocore 1.35 and later)."""
-    blacklist: frozenset[str]
-    host_of: Callable[[str], str]
-    ensure_unicode: Callable[[Any], str]
-    urlsplit: Any
     policy: Any
     """HTTPHeaders' email policy."""
 
@@ -80,7 +76,10 @@ def _botocore_parts() -> _Botocore | None:
         key_class("Host")._key  # noqa: B018
         awsrequest.HeadersDict()._dict  # noqa: B018  (what `prepare` fills)
         prepared_class = awsrequest.AWSPreparedRequest
-        auth.SigV4Auth.headers_to_sign  # noqa: B018
+        for name in SIGNING_MODULE_PARTS:  # read on each signature, as botocore reads them
+            getattr(auth, name)
+        for name in SIGNING_METHODS:
+            getattr(auth.SigV4Auth, name)
         return _Botocore(
             auth=auth,
             awsrequest=awsrequest,
@@ -88,10 +87,6 @@ def _botocore_parts() -> _Botocore | None:
             key_class=key_class,
             prepared_class=prepared_class,
             takes_context="context" in prepared_class.__init__.__code__.co_varnames,
-            blacklist=frozenset(auth.SIGNED_HEADERS_BLACKLIST),
-            host_of=functools.lru_cache(maxsize=32)(auth._host_from_url),
-            ensure_unicode=auth.ensure_unicode,
-            urlsplit=auth.urlsplit,
             policy=http_headers().policy,
         )
     except AttributeError:
@@ -216,8 +211,13 @@ def _request_class(parts: _Botocore, headers_class: Any, headers_dict_class: Any
         @property
         def body(self) -> Any:
             """The bytes we built: botocore's property prepares a whole copy of the request
-            (headers included) each time the signer reads it, to return those same bytes."""
-            return self.data
+            (headers included) each time the signer reads it, to return those same bytes.
+            Anything else (text a hook set, nothing): botocore's property, as it reads it."""
+            data = self.data
+            if type(data) is bytes and data:
+                return data
+            body = awsrequest.AWSRequest.prepare(self).body
+            return body.encode("utf-8") if isinstance(body, str) else body
 
         def prepare(self) -> Any:
             """Endpoint.prepare_request: header values encoded to UTF-8 (a later header of
@@ -251,169 +251,3 @@ def _request_class(parts: _Botocore, headers_class: Any, headers_dict_class: Any
             return awsrequest.AWSRequest.prepare(self)
 
     return WireRequest
-
-
-def _sigv4_class(parts: _Botocore, headers_class: Any) -> type:
-    """`WireSigV4Auth`: botocore's SigV4, replacing its headers in one pass over `WireHeaders`,
-    picking the headers it signs once per request and deriving the signing key once a day."""
-    auth: Any = parts.auth
-    logger = auth.logger
-    add_auth_seen: list[Any] = [None, False]
-    """The `SigV4Auth.add_auth` last seen, and whether it is botocore's own code."""
-
-    def botocores_add_auth() -> bool:
-        current = auth.SigV4Auth.add_auth
-        if current is not add_auth_seen[0]:
-            code = getattr(current, "__code__", None)
-            own = (
-                hasattr(auth, "get_current_datetime")  # botocore before 1.35: utcnow, its own
-                and code is not None
-                and code.co_qualname == "SigV4Auth.add_auth"
-                and getattr(current, "__globals__", None) is vars(auth)
-            )
-            add_auth_seen[:] = [current, own]
-        return add_auth_seen[1]  # type: ignore[no-any-return]
-
-    blacklist, host_of = parts.blacklist, parts.host_of
-    ensure_unicode, urlsplit = parts.ensure_unicode, parts.urlsplit
-
-    class SigningHeaders(dict[str, list[Any]]):
-        """The headers SigV4 signs, lower-cased, each with its values in order: what
-        `canonical_headers` and `signed_headers` read (`in`, iteration, `get_all`)."""
-
-        def get_all(self, name: str, failobj: Any = None) -> Any:
-            return self.get(name, failobj)
-
-    class WireSigV4Auth(auth.SigV4Auth):  # type: ignore[misc]
-        _signed_names: str
-
-        def add_auth(self, request: Any) -> None:
-            """botocore's, with the headers it replaces (Authorization, X-Amz-Date, the
-            session token, an unsigned payload's) taken out in one pass: botocore asks `in`
-            and `del` for each, a scan of every header each time, half of what signing cost.
-            A request with a `Date` header, headers of another kind, or an `add_auth` patched
-            since (a spy, a custom signing step): botocore's own, or the patch."""
-            headers = request.headers
-            if (
-                type(headers) is not headers_class
-                or self.credentials is None
-                or not botocores_add_auth()
-            ):
-                return super().add_auth(request)  # type: ignore[no-any-return]
-            pairs = headers._headers
-            present = {name.lower() for name, _ in pairs}
-            if "date" in present:
-                return super().add_auth(request)  # type: ignore[no-any-return]
-            timestamp = auth.get_current_datetime().strftime(auth.SIGV4_TIMESTAMP)
-            request.context["timestamp"] = timestamp
-            replaced = {"authorization", "x-amz-date"}
-            added = [("X-Amz-Date", timestamp)]
-            token = self.credentials.token
-            if token:
-                replaced.add("x-amz-security-token")
-                added.append(("X-Amz-Security-Token", token))
-            if not request.context.get("payload_signing_enabled", True):
-                replaced.add("x-amz-content-sha256")
-                added.append(("X-Amz-Content-SHA256", auth.UNSIGNED_PAYLOAD))
-            if present & replaced:  # a retry: the previous attempt's
-                pairs = [(name, value) for name, value in pairs if name.lower() not in replaced]
-            headers._headers = pairs + added
-            canonical_request = self.canonical_request(request)
-            string_to_sign = self.string_to_sign(request, canonical_request)
-            signature = self.signature(string_to_sign, request)
-            if logger.isEnabledFor(logging.DEBUG):  # what botocore's add_auth logs
-                logger.debug("Calculating signature using v4 auth.")
-                logger.debug("CanonicalRequest:\n%s", canonical_request)
-                logger.debug("StringToSign:\n%s", string_to_sign)
-                logger.debug("Signature:\n%s", signature)
-            self._inject_signature_to_request(request, signature)
-            return None
-
-        def canonical_request(self, request: Any) -> str:
-            """botocore's, with the signed headers picked once for this and for the
-            Authorization header (nothing changes the headers in between), and the URL's
-            path and query made canonical once per URL."""
-            signed = self.headers_to_sign(request)
-            names = self._signed_names = self.signed_headers(signed)
-            checksum = signed.get("x-amz-content-sha256")  # not a header SigV4 leaves out
-            path, query = url_parts(request.url)
-            return "\n".join(
-                (
-                    request.method.upper(),
-                    path,
-                    self.canonical_query_string(request) if request.params else query,
-                    self.canonical_headers(signed) + "\n",
-                    names,
-                    self.payload(request) if checksum is None else checksum[0],
-                )
-            )
-
-        def canonical_headers(self, headers_to_sign: Any) -> str:
-            """botocore's, for the `SigningHeaders` this class picks (names lower-cased)."""
-            lines = []
-            for name in sorted(headers_to_sign):
-                values = headers_to_sign[name]
-                if len(values) == 1:
-                    value = " ".join(values[0].split())
-                else:
-                    value = ",".join([" ".join(v.split()) for v in values])
-                lines.append(f"{name}:{ensure_unicode(value)}")
-            return "\n".join(lines)
-
-        def _inject_signature_to_request(self, request: Any, signature: str) -> Any:
-            """botocore's, with the signed headers `canonical_request` picked (`add_auth`
-            always asks for the canonical request first)."""
-            request.headers["Authorization"] = (
-                f"AWS4-HMAC-SHA256 Credential={self.scope(request)}, "
-                f"SignedHeaders={self._signed_names}, Signature={signature}"
-            )
-            return request
-
-        def headers_to_sign(self, request: Any) -> Any:
-            signed = SigningHeaders()
-            headers = request.headers
-            raw = type(headers) is headers_class  # values as stored: read as `items()` would
-            for name, stored in headers._headers if raw else headers.items():
-                lower = name.lower()
-                if lower in blacklist:
-                    continue
-                value = stored
-                if raw and isinstance(stored, str) and not stored.isascii():
-                    value = headers_class.fetched(name, stored)
-                if lower in signed:
-                    signed[lower].append(value)
-                else:
-                    signed[lower] = [value]
-            if "host" not in signed:
-                signed["host"] = [host_of(request.url)]
-            return signed
-
-        def signature(self, string_to_sign: str, request: Any) -> str:
-            """The signing key derived once a day per secret, region and service (four of
-            the five HMACs a signature takes), as SigV4 derives it."""
-            key = signing_key(
-                self.credentials.secret_key,
-                request.context["timestamp"][0:8],
-                self._region_name,
-                self._service_name,
-            )
-            signed: str = self._sign(key, string_to_sign, hex=True)
-            return signed
-
-    @functools.lru_cache(maxsize=32)
-    def url_parts(url: str) -> tuple[str, str]:
-        """The canonical path and the URL's own canonical query, as botocore makes them
-        (functions of the URL alone)."""
-        split = urlsplit(url)
-        plain = auth.SigV4Auth.__new__(auth.SigV4Auth)
-        return plain._normalize_url_path(split.path), plain._canonical_query_string_url(split)
-
-    @functools.lru_cache(maxsize=8)
-    def signing_key(secret: str, day: str, region: str, service: str) -> bytes:
-        sign = auth.SigV4Auth._sign
-        key = sign(None, f"AWS4{secret}".encode(), day)
-        for part in (region, service, "aws4_request"):
-            key = sign(None, key, part)
-        return key  # type: ignore[no-any-return]
-
-    return WireSigV4Auth
