@@ -68,6 +68,7 @@ ON_FIRST_CALL = {
     "_stores.dynamodb.wire.plan",
     "_stores.dynamodb.wire.request",
     "_stores.dynamodb.wire.send",
+    "_stores.dynamodb.wire.sigv4",
 }
 """The first call builds the store's client and its fast wire path (checked against the
 client's own way once): nothing else. (A store that builds its own client loads
