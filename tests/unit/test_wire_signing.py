@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 from typing import Any
+from unittest import mock
 
 import botocore.auth
 import botocore.awsrequest
@@ -124,3 +125,23 @@ def test_a_patched_add_auth_is_called_in_place_of_the_fast_paths(
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda remove_tzinfo=True: FROZEN)
     again = sign(PARTS.request, PARTS.sigv4, [], **case)
     assert "X-Signed-By" not in again.headers and seen == [request]
+
+
+def test_a_mock_on_a_signing_step_from_before_the_signer_was_built_is_called(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`mock.patch.object(SigV4Auth, "canonical_request")` in place when the lean paths build
+    their signer (the first store of a test) still sees every request they sign."""
+    own = botocore.auth.SigV4Auth.canonical_request
+    seen = mock.Mock(side_effect=lambda request: own(signer, request))
+    monkeypatch.setattr(botocore.auth.SigV4Auth, "canonical_request", seen)
+    parts = wire_parts()  # built with the mock in place
+    assert parts is not None
+    request = parts.request(method="POST", url=URLS[0], data=b"{}", headers={})
+    request.context = {}
+    signer = botocore.auth.SigV4Auth(Credentials("AKIDEXAMPLE", "secret"), "dynamodb", "eu-west-1")
+    signer.__class__ = parts.sigv4
+    signer.add_auth(request)
+    assert seen.call_count == 1
+    monkeypatch.undo()
+    assert "Authorization" in request.headers

@@ -5,7 +5,6 @@ hands over to it."""
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 import operator
 from typing import Any
@@ -118,15 +117,16 @@ class _OwnMethods:
     def __init__(self, auth: Any) -> None:
         self._auth = auth
         self._sigv4 = auth.SigV4Auth
-        self._names = tuple(
-            name for name, value in vars(self._sigv4).items() if inspect.isfunction(value)
-        )
+        self._names = tuple(name for name, value in vars(self._sigv4).items() if callable(value))
         self._read = operator.itemgetter(*self._names)
         self._last: tuple[Any, ...] = ()
         self._own = False
 
     def unchanged(self) -> bool:
-        current = self._read(self._sigv4.__dict__)
+        try:
+            current = self._read(self._sigv4.__dict__)
+        except KeyError:  # one deleted: botocore's add_auth finds what it finds
+            return False
         if len(current) != len(self._last) or not all(map(operator.is_, current, self._last)):
             self._own = all(map(self._is_botocores, self._names, current))
             self._last = current
