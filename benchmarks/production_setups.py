@@ -648,7 +648,7 @@ def section(results: ProductionResults) -> Section:
     return Section(
         title="Production setups: tracers and hooks",
         method=(
-            "What the fast wire path does, and what CPU each library spends per invocation, "
+            "What the lean paths do, and what CPU each library spends per invocation, "
             "with the tracing and hooks users run in production. Each setup runs in a fresh "
             "interpreter of its own (a tracer patches botocore for the whole process), made "
             "like Lambda's: LAMBDA_TASK_ROOT and the function's name set, a new "
