@@ -366,8 +366,8 @@ PLANTS: list[Plant] = [
     (
         "traced: a user's before-call hook not called",
         "_stores/dynamodb/wire/lean.py",
-        "        if plan.name in verdict.before_call:  # a user's hook: as `_make_api_call` emits it",
-        "        if False:",
+        "        if plan.name in verdict.before_call:\n",
+        "        if False:\n",
         TRACED,
     ),
     (
@@ -387,8 +387,8 @@ PLANTS: list[Plant] = [
     (
         "traced: a call the fast path hands over inside the wrapper traced twice",
         "_stores/dynamodb/wire/lean.py",
-        "            if traced:  # inside the tracer's wrapper already",
-        "            if False:  # inside the tracer's wrapper already",
+        "        if traced:  # inside the tracer's wrapper already",
+        "        if False:  # inside the tracer's wrapper already",
         TRACED,
     ),
     (
