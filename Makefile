@@ -126,7 +126,8 @@ wire-lambda-botocore: setup $(LAMBDA_VENV)/.installed-$(LAMBDA_BOTOCORE)
 	$(LAMBDA_VENV)/bin/python -m pytest -q -p no:cacheprovider \
 		tests/unit/test_wire_conformance.py tests/unit/test_wire_guard.py \
 		tests/unit/test_wire_self_check.py tests/integration/test_wire_results.py \
-		tests/unit/test_direct_model.py tests/integration/test_direct_wire.py
+		tests/unit/test_direct_model.py tests/integration/test_direct_wire.py \
+		tests/unit/test_wire_signing.py tests/unit/test_wire_signing_attacks.py
 
 ## The fast wire path's CPU against boto3 and Powertools (benchmarks/wire.py) on that same
 ## botocore, the one Lambda's runtime bundles: prints the figures `make bench` reports for the
@@ -149,7 +150,8 @@ wire-awscrt: setup $(AWSCRT_VENV)/.installed
 	$(AWSCRT_VENV)/bin/python -m pytest -q -p no:cacheprovider \
 		tests/unit/test_wire_conformance.py tests/unit/test_wire_guard.py \
 		tests/unit/test_wire_self_check.py tests/integration/test_wire_results.py \
-		tests/unit/test_direct_model.py tests/integration/test_direct_wire.py
+		tests/unit/test_direct_model.py tests/integration/test_direct_wire.py \
+		tests/unit/test_wire_signing.py tests/unit/test_wire_signing_attacks.py
 
 ## awscrt's C signer beside the fast wire path, in that virtualenv: CPU per call of the store's
 ## claim and get with and without awscrt, through boto3 and the fast path; import cost, size.

@@ -9,7 +9,6 @@ own signer gives a botocore request: signed once, and signed again as a retry is
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 from unittest import mock
 
@@ -22,8 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lambda_idempotency._stores.dynamodb.wire.request import wire_parts
+from tests.wire_conformance import freeze_signing_clock
 
-FROZEN = datetime.datetime(2027, 1, 15, 8, 0, 0)
 PARTS = wire_parts()
 URLS = (
     "https://dynamodb.eu-west-1.amazonaws.com/",
@@ -70,7 +69,7 @@ def sign(request_class: Any, signer_class: Any, headers: list[tuple[str, str]], 
 
 @pytest.fixture(autouse=True)
 def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda remove_tzinfo=True: FROZEN)
+    freeze_signing_clock(monkeypatch)
 
 
 @settings(max_examples=300, deadline=None)
@@ -122,7 +121,7 @@ def test_a_patched_add_auth_is_called_in_place_of_the_fast_paths(
     assert seen == [request]
     assert request.headers["X-Signed-By"] == "patch"
     monkeypatch.undo()
-    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda remove_tzinfo=True: FROZEN)
+    freeze_signing_clock(monkeypatch)
     again = sign(PARTS.request, PARTS.sigv4, [], **case)
     assert "X-Signed-By" not in again.headers and seen == [request]
 

@@ -12,7 +12,6 @@ signed headers. The other tests are attacks that held and that the property test
 
 from __future__ import annotations
 
-import datetime
 import functools
 import json
 import logging
@@ -29,9 +28,8 @@ from botocore.credentials import Credentials
 from lambda_idempotency._stores.dynamodb.client import default_client
 from lambda_idempotency._stores.dynamodb.wire.path import FastWire
 from lambda_idempotency._stores.dynamodb.wire.request import wire_parts
-from tests.wire_conformance import Scripted, answer
+from tests.wire_conformance import Scripted, answer, freeze_signing_clock
 
-FROZEN = datetime.datetime(2027, 1, 15, 8, 0, 0)
 PARTS = wire_parts()
 URL = "https://dynamodb.eu-west-1.amazonaws.com/"
 BODY = b'{"TableName": "t"}'
@@ -42,7 +40,7 @@ SigV4Auth: Any = botocore.auth.SigV4Auth
 
 @pytest.fixture(autouse=True)
 def frozen_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda remove_tzinfo=True: FROZEN)
+    freeze_signing_clock(monkeypatch)
 
 
 def parts() -> Any:

@@ -13,7 +13,7 @@ SIGNING_MODULE_PARTS = (
     "SIGNED_HEADERS_BLACKLIST",
     "SIGV4_TIMESTAMP",
     "UNSIGNED_PAYLOAD",
-    "get_current_datetime",
+    "datetime",
     "ensure_unicode",
     "urlsplit",
     "quote",
@@ -21,7 +21,8 @@ SIGNING_MODULE_PARTS = (
     "is_valid_ipv6_endpoint_url",
     "_host_from_url",
 )
-"""What `WireSigV4Auth` reads of `botocore.auth` (through botocore's methods, or itself)."""
+"""What `WireSigV4Auth` reads of `botocore.auth` (through botocore's methods, or itself), and
+its clock: `get_current_datetime` (botocore 1.35 and later) or `datetime.datetime.utcnow`."""
 SIGNING_METHODS = (
     "add_auth",
     "signed_headers",
@@ -69,7 +70,7 @@ def sigv4_class(auth: Any, headers_class: Any) -> type:
             present = {name.lower() for name, _ in pairs}
             if "date" in present:
                 return self._as_botocore(request)
-            timestamp = auth.get_current_datetime().strftime(auth.SIGV4_TIMESTAMP)
+            timestamp = _now(auth).strftime(auth.SIGV4_TIMESTAMP)
             request.context["timestamp"] = timestamp
             headers._headers = pairs = _replaced(auth, pairs, present, self, request, timestamp)
             signed, checksum = _headers_to_sign(auth, headers_class, pairs, request.url)
@@ -139,6 +140,14 @@ class _OwnMethods:
             and code.co_qualname == f"SigV4Auth.{name}"
             and getattr(function, "__globals__", None) is vars(self._auth)
         )
+
+
+def _now(auth: Any) -> Any:
+    """botocore's SigV4 clock, read as its `add_auth` reads it (a test's frozen clock too)."""
+    clock = getattr(auth, "get_current_datetime", None)
+    if clock is not None:
+        return clock()
+    return auth.datetime.datetime.utcnow()  # botocore before 1.35 (Lambda's 1.34)
 
 
 def _replaced(
