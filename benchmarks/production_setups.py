@@ -445,19 +445,14 @@ def _ours_direct(endpoint_url: str, stores: list[Any]) -> Callable[..., Any]:
     store built is appended to `stores`."""
 
     def wrap(client: Any, table: str, handler: Any, *, cache: bool, **options: Any) -> Any:
-        from lambda_idempotency import DynamoDBStore, idempotent
+        from lambda_idempotency import DynamoDBStore
 
-        from .workload import KEY_SELECTION, PAYLOAD_SELECTION, REGION
+        from .wire import decorated
+        from .workload import REGION
 
         store = DynamoDBStore(table, endpoint_url=endpoint_url, region_name=REGION)
         stores.append(store)
-        return idempotent(
-            key=KEY_SELECTION,
-            payload=PAYLOAD_SELECTION,
-            store=store,
-            cache_size=256 if cache else 0,
-            **options,
-        )(handler)
+        return decorated(store, handler, cache=cache, **options)
 
     return wrap
 

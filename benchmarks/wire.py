@@ -173,20 +173,27 @@ def paired_ratios(ours: PerInvocation, theirs: PerInvocation) -> tuple[float, fl
 
 def _ours(*, fast_wire: bool) -> Callable[..., Any]:
     def wrap(client: Any, table: str, handler: Any, *, cache: bool, **options: Any) -> Any:
-        from lambda_idempotency import DynamoDBStore, idempotent
-
-        from .workload import KEY_SELECTION, PAYLOAD_SELECTION
+        from lambda_idempotency import DynamoDBStore
 
         store = DynamoDBStore(table, client=client, fast_wire=fast_wire)
-        return idempotent(
-            key=KEY_SELECTION,
-            payload=PAYLOAD_SELECTION,
-            store=store,
-            cache_size=256 if cache else 0,
-            **options,
-        )(handler)
+        return decorated(store, handler, cache=cache, **options)
 
     return wrap  # the shared wrap gets a metering proxy as its client: the fast path needs ours
+
+
+def decorated(store: Any, handler: Any, *, cache: bool, **options: Any) -> Any:
+    """`handler` decorated with ours over `store`, as every scenario's subject is."""
+    from lambda_idempotency import idempotent
+
+    from .workload import KEY_SELECTION, PAYLOAD_SELECTION
+
+    return idempotent(
+        key=KEY_SELECTION,
+        payload=PAYLOAD_SELECTION,
+        store=store,
+        cache_size=256 if cache else 0,
+        **options,
+    )(handler)
 
 
 def main() -> None:

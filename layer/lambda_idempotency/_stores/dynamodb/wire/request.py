@@ -5,9 +5,8 @@ read and write goes through the email package's policy layer, and SigV4 builds a
 to pick the headers it signs, twice per signature, parsing the URL each time for the host.
 That is about a third of what signing and preparing a request costs. Here the same objects
 behave the same (the multi-valued, case-insensitive header list of Python's default email
-policy, which is HTTPHeaders'; the prepared request's `HeadersDict`; botocore's SigV4 with
-its own canonical request, string to sign and signature), but headers are kept in a plain
-list, the signed headers in a dict of lists, and the host is computed once per URL.
+policy, which is HTTPHeaders'; the prepared request's `HeadersDict`), but headers are kept
+in a plain list, which the lean paths' SigV4 (`wire.sigv4`) reads in one pass.
 
 `wire_parts()` is None when the installed botocore lacks a private part relied on here: the
 fast wire path then builds botocore's own objects.
@@ -26,7 +25,7 @@ class WireParts(NamedTuple):
     """An AWSRequest whose headers are `WireHeaders`, whose body is the bytes it was given,
     and whose `prepare` builds the prepared request directly (headers encoded)."""
     sigv4: type
-    """botocore's SigV4Auth, picking the headers it signs into a `SigningHeaders`."""
+    """botocore's SigV4Auth whose `add_auth` takes one pass over `WireHeaders` (`wire.sigv4`)."""
     headers: type
     """botocore's HeadersDict, cheaper to copy, iterate and look up (a response's headers
     are read a dozen times: retry checks, the parser's metadata)."""
