@@ -335,7 +335,7 @@ def snapstart(config: dict[str, Any]) -> dict[str, Any]:
         return {
             "pid": os.getpid(),
             "random": drawn,
-            "waiter": getattr(function.store, "_waiter", None),
+            "waiter": getattr(getattr(function.store, "_waiters", None), "waiter", None),
             "calls": calls,
             "own": own[0],
             "blocks": list(_blocks),
@@ -356,7 +356,10 @@ def snapstart(config: dict[str, Any]) -> dict[str, Any]:
         "warnings": warnings.messages,
         "path": _path(function.store),
         "primed": primed,
-        "parent": {"pid": os.getpid(), "waiter": getattr(function.store, "_waiter", None)},
+        "parent": {
+            "pid": os.getpid(),
+            "waiter": getattr(getattr(function.store, "_waiters", None), "waiter", None),
+        },
         "children": _reap(pids, reports, 60),
     }
 

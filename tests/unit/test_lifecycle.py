@@ -252,12 +252,13 @@ for hook, args, kwargs in reversed(runtime._before_snapshot_registry):
 report = {
     "registered": [len(runtime._before_snapshot_registry), len(runtime._after_restore_registry)],
     "prepared": [store.prepared for store in counting],
-    "waiters": [store._waiter for store in valkey],
+    "waiters": [store._waiters.waiter for store in valkey],
 }
 read, write = os.pipe()
 pid = os.fork()
 if pid == 0:
-    child = {"renewed": [s.renewed for s in counting], "waiters": [s._waiter for s in valkey]}
+    waiters = [s._waiters.waiter for s in valkey]
+    child = {"renewed": [s.renewed for s in counting], "waiters": waiters}
     os.write(write, json.dumps(child).encode())
     os._exit(0)
 os.waitpid(pid, 0)

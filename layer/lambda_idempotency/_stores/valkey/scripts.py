@@ -94,7 +94,8 @@ local function readable(f)
   for _, name in ipairs(NUMBERS) do
     if f[name] ~= nil and not integer(f[name]) then return false end
   end
-  return tonumber(f['fmt'] or '1') <= {FORMAT_VERSION}
+  local fmt = tonumber(f['fmt'] or '1')
+  return fmt >= 1 and fmt <= {FORMAT_VERSION}
 end
 """
 

@@ -70,7 +70,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import secrets
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -89,6 +88,7 @@ from ..._base.observe import emit
 from ..dynamodb.layout import NATIVE_KEYS, TOMBSTONE_SECONDS
 from ..record import FORMAT_VERSION, Record, ScanPage, Status, StoredForm
 from . import scripts
+from .waking import WAKE_MIN_BLOCK_SECONDS, Waiters
 
 if TYPE_CHECKING:
     from ..._base.keys import KeyLayout
@@ -100,11 +100,9 @@ SOCKET_TIMEOUT_SECONDS = 5.0
 """How long a call waits for its answer on a client built from a URL: past it, the call is a
 `StoreError` (retryable, maybe applied) rather than a wait as long as the invocation."""
 CONNECT_TIMEOUT_SECONDS = 2.0
-WAKE_BLOCK_SHARE = 0.8
-"""A waiter blocks at most this share of the call timeout at a time: the socket's own timeout
-must not fire first (it would drop the connection, and the wake-up on it)."""
-WAKE_MIN_BLOCK_SECONDS = 0.001
-"""Shorter blocks are not sent: BLPOP's finest timeout is a millisecond, and 0 blocks forever."""
+POOL_CONNECTIONS = 100
+"""The connections a store built from a URL opens at most (redis-py's default); a call that
+finds them all busy waits for one, up to the store's timeout (a blocking pool)."""
 MAX_TIMEOUT_SECONDS = 900
 """Lambda's longest invocation: a longer wait for one answer could only outlive its caller."""
 REPLICA_TIMEOUT_MS = 1000
@@ -117,6 +115,15 @@ its once-a-second acknowledgement), so a 1 s limit refused claims that were fine
 REPLICAS_NOT_ACKNOWLEDGED = "ReplicasNotAcknowledged"
 """The `StoreError.code` of a claim, retake or extension fewer replicas acknowledged than
 asked."""
+WAIT_REFUSED = "WaitRefused"
+"""The `StoreError.code` of a claim, retake or extension whose WAIT (or WAITAOF) the server
+refused after the write ran (no append-only file, an ACL user without WAIT): configuration,
+so not retryable; a claim is released first."""
+POOL_EXHAUSTED = "PoolExhausted"
+"""The `StoreError.code` of a call that found no free connection in time: nothing was sent."""
+POOL_RETRY_FIRST_SECONDS = 0.001
+POOL_RETRY_MAX_SECONDS = 0.05
+"""A call on a given client's full pool is sent again after these pauses, doubling."""
 _WAIT_FAILS = ("claim", "retake", "extend")
 """The writes refused when not acknowledged; the others are logged (the module docstring)."""
 
@@ -220,12 +227,10 @@ class ValkeyStore:
         self._scripts: dict[str, Any] | None = None
         self._building = threading.Lock()
         self._knows_unsent = False
-        self._waiter = secrets.token_hex(8)
-        """This store's part of a waiter's token; the thread's id is the other (a thread
-        waits on one key at a time, and an async wait's steps each arm and block in one)."""
         """Whether a failure to connect means nothing was sent: true of the clients this
         store builds (redis-py retries nothing on them: a retry hides whether an earlier
         attempt went out), false of a client given, which may retry or re-route."""
+        self._waiters = Waiters(self._timeout)
         lifecycle.track(self)
 
     def prepare(self) -> None:
@@ -236,7 +241,7 @@ class ValkeyStore:
         """In a forked child or a restored SnapStart environment: a waiter id of its own (a
         copied one shares its parent's wake-ups), and a client of its own when the store built
         it (redis-py renews a pool in a forked child, not after a restore)."""
-        self._waiter = secrets.token_hex(8)
+        self._waiters = Waiters(self._timeout)
         self._building = threading.Lock()  # a fork copies one another thread held as held
         if self._url is not None:
             self._client = None
@@ -269,6 +274,7 @@ class ValkeyStore:
         client = self._client
         if self._url is not None and client is not None:
             self._client, self._scripts = None, None
+            self._waiters = Waiters(self._timeout)
             client.close()
             for node in client.get_nodes() if self._cluster else ():
                 # RedisCluster.close() closes each node's client but not its pool: the
@@ -432,13 +438,19 @@ class ValkeyStore:
         record is still `seen` (else returns at once), then BLPOP on the waiter's own list,
         which the holder's completion or release fills in its own script (`scripts.ARM`).
         A wake-up lost with its connection costs the rest of `timeout_s`, never more, and
-        never an error: the caller's next read says what the server can."""
+        never an error: the caller's next read says what the server can. A waiter past the
+        pool's share of blocks sleeps `timeout_s` instead (`waking`)."""
         deadline = time.monotonic() + timeout_s
         if pk.startswith("}"):  # an empty hash tag: no key beside the record in its slot
             time.sleep(max(0.0, timeout_s))
             return
+        waiters = self._waiters
+        slots, longest = waiters.limits(self.client)
+        if not slots.acquire(blocking=False):
+            time.sleep(max(0.0, timeout_s))
+            return
         key = self.key_of(pk)
-        token = f"{self._waiter}.{threading.get_ident()}"
+        token = waiters.token()
         wake = f"{key}:wake:{token}"
         args = [seen.status.value, seen.owner or "", _blank(seen.lease_until), token]
         try:
@@ -448,13 +460,15 @@ class ValkeyStore:
             )
             if not armed:
                 return
-            block = min(deadline - time.monotonic(), self._timeout * WAKE_BLOCK_SHARE)
+            block = min(deadline - time.monotonic(), longest)
             if block >= WAKE_MIN_BLOCK_SECONDS:
                 self.client.blpop([wake], timeout=round(block, 3))
         except _redis().exceptions.RedisError:
             left = deadline - time.monotonic()
             if left > 0:
                 time.sleep(left)
+        finally:
+            slots.release()
 
     # -- operators ----------------------------------------------------------------------------
 
@@ -553,21 +567,28 @@ class ValkeyStore:
         backoff, and answers a failed claim before its effect runs), and an error says
         truthfully whether anything went out. A cluster client keeps redis-py's re-routing
         (MOVED after a failover, a node gone). A pooled connection the server closed while
-        the function was frozen is found closed when it leaves the pool, and replaced."""
+        the function was frozen is found closed when it leaves the pool, and replaced. Its
+        pool blocks: a call that finds every connection busy waits for one (`waking`)."""
         redis = _redis()
         url = _redis_url(self._url or "")
         options: dict[str, Any] = {
             "socket_timeout": self._timeout,
             "socket_connect_timeout": min(self._timeout, CONNECT_TIMEOUT_SECONDS),
         }
+        pooled: dict[str, Any] = {"max_connections": POOL_CONNECTIONS, "timeout": self._timeout}
         if self._cluster:
             from redis.cluster import RedisCluster
 
-            return RedisCluster.from_url(url, **options)
+            pooled["connection_pool_class"] = redis.BlockingConnectionPool
+            return RedisCluster.from_url(url, **options, **pooled)
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
-        client = redis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), **options)
+        pool = redis.BlockingConnectionPool.from_url(
+            url, retry=Retry(NoBackoff(), 0), **options, **pooled
+        )
+        client = redis.Redis(connection_pool=pool)
+        client.auto_close_connection_pool = True
         self._knows_unsent = True
         return client
 
@@ -594,7 +615,7 @@ class ValkeyStore:
             return self._run(name, pk, args)
         script, key = self._script(name), self.key_of(pk)
         values = [_arg(a) for a in args]
-        answer, short = self._call(
+        answer, short, refused = self._call(
             name, pk, lambda client: self._run_and_wait(client, script, key, values)
         )
         wrote = bool(answer[0]) if isinstance(answer, list) else bool(answer)
@@ -619,23 +640,26 @@ class ValkeyStore:
             if undo is not None
             else "the extension may be lost in a failover: stop the work"
         )
+        said = "the server refused" if refused else "replicas did not acknowledge the write"
         raise StoreError(
-            f"Valkey {name}: replicas did not acknowledge the write ({short}); {what}",
+            f"Valkey {name}: {said} ({short}); {what}",
             key_hash=pk,
-            code=REPLICAS_NOT_ACKNOWLEDGED,
-            retryable=True,
+            code=WAIT_REFUSED if refused else REPLICAS_NOT_ACKNOWLEDGED,
+            retryable=not refused,
             maybe_applied=not released,
             step=name,
         )
 
     def _run_and_wait(
         self, client: Any, script: Any, key: str, values: list[Any]
-    ) -> tuple[Any, str | None]:
+    ) -> tuple[Any, str | None, bool]:
         """The script, then WAIT (or WAITAOF), in one pipeline: both on one connection, as
         WAIT counts the acknowledgements of its own connection's writes. A cluster client's
         pipeline would send the keyless WAIT to any node: the key's node is asked directly.
         EVALSHA, not the script object: a pipeline running one checks SCRIPT EXISTS first,
-        a round trip more each time. (answer, None) or (answer, what fell short)."""
+        a round trip more each time. (answer, what fell short or None, whether the server
+        refused the WAIT): a WAIT refused after the script ran is a write not confirmed,
+        never an error that says nothing was applied."""
         node_client = client
         if hasattr(client, "get_node_from_key"):
             node_client = client.get_redis_connection(client.get_node_from_key(key))
@@ -652,12 +676,14 @@ class ValkeyStore:
                 script.sha = node_client.script_load(script.script)
                 continue
             break
-        for reply in (answer, acked):
-            if isinstance(reply, errors.MovedError | errors.AskError) and node_client is not client:
-                client.nodes_manager.initialize()  # the slot moved: learn where, then retry
-            if isinstance(reply, Exception):
-                raise reply
-        return answer, self._shortfall(acked)
+        if isinstance(answer, errors.MovedError | errors.AskError) and node_client is not client:
+            client.nodes_manager.initialize()  # the slot moved: learn where, then retry
+        if isinstance(answer, Exception):
+            raise answer  # the script did not run, or failed as it ran: `_store_error` says
+        if isinstance(acked, Exception):
+            verb = "WAITAOF" if self.aof else "WAIT"
+            return answer, f"{verb}: {type(acked).__name__}", True
+        return answer, self._shortfall(acked), False
 
     def _shortfall(self, acked: Any) -> str | None:
         if self.aof:
@@ -674,13 +700,29 @@ class ValkeyStore:
 
     def _call(self, step: str, pk: str | None, call: Any) -> Any:
         """The one place redis-py's errors become StoreErrors: what failed and whether
-        retrying may help or the write may have landed, never a key or a payload."""
-        redis = _redis()
-        errors = redis.exceptions
-        try:
-            return call(self.client)
-        except errors.RedisError as exc:
-            raise _store_error(errors, exc, step, pk, knows_unsent=self._knows_unsent) from exc
+        retrying may help or the write may have landed, never a key or a payload. A standalone
+        client's pool with no free connection sent nothing (redis-py takes the connection
+        before any attempt): the call waits for one, up to the store's timeout."""
+        errors = _redis().exceptions
+        client = self.client
+        standalone = not hasattr(client, "get_node_from_key")
+        give_up = time.monotonic() + self._timeout
+        pause = POOL_RETRY_FIRST_SECONDS
+        while True:
+            try:
+                return call(client)
+            except errors.RedisError as exc:
+                exhausted = standalone and _pool_exhausted(errors, exc)
+                if exhausted and time.monotonic() + pause < give_up:
+                    time.sleep(pause)  # nothing was sent: send it once a connection is free
+                    pause = min(pause * 2, POOL_RETRY_MAX_SECONDS)
+                    continue
+                if exhausted:
+                    raise _error(
+                        step, POOL_EXHAUSTED, pk, retryable=True, maybe_applied=False
+                    ) from exc
+                unsent = self._knows_unsent
+                raise _store_error(errors, exc, step, pk, knows_unsent=unsent) from exc
 
     def _record(self, flat: Any, pk: str, step: str, server_ms: int | None = None) -> Record | None:
         """A record as read: a flat [field, value, ...] list (a script's answer) or a dict
@@ -701,6 +743,8 @@ class ValkeyStore:
         fmt = _integer(fields.get("fmt", b"1"), pk, step)
         if fmt > FORMAT_VERSION:
             raise NewerFormatError(key_hash=pk, format_version=fmt, known=FORMAT_VERSION, step=step)
+        if fmt < 1:  # no version writes it: unreadable, as on DynamoDB
+            raise unreadable(STORED_RECORD_UNREADABLE, "a format below 1", key_hash=pk, step=step)
         status = _STATUSES.get(_string(fields.get("status", b""), pk, step))
         if status is None:
             raise unreadable(
@@ -783,7 +827,8 @@ def _store_error(
     if isinstance(exc, errors.ConnectionError | errors.TimeoutError | errors.ClusterError):
         unsent = knows_unsent and "connecting to" in str(exc)
         return _error(step, name, pk, retryable=True, maybe_applied=writes and not unsent)
-    if isinstance(exc, errors.ResponseError) and str(exc).startswith("OOM"):
+    if isinstance(exc, getattr(errors, "OutOfMemoryError", ())) or str(exc).startswith("OOM"):
+        # redis-py strips the OOM code from the message where it has a class for it
         return _error(step, "OOM", pk, retryable=True, maybe_applied=False)
     if isinstance(exc, errors.ResponseError) and str(exc).startswith("WRONGTYPE"):
         # The record's key holds no hash: nothing this library wrote. Nothing ran.
@@ -794,6 +839,18 @@ def _store_error(
     ran = isinstance(exc, errors.ResponseError) and "script" in message
     ran = ran and not message.startswith("BUSY")
     return _error(step, name, pk, retryable=False, maybe_applied=writes and ran)
+
+
+def _pool_exhausted(errors: Any, exc: Exception) -> bool:
+    """Whether `exc` says the pool had no connection to give: raised before anything is sent
+    (MaxConnectionsError, or the messages of older redis-py and of a blocking pool)."""
+    if isinstance(exc, getattr(errors, "MaxConnectionsError", ())):
+        return True
+    message = str(exc)
+    return isinstance(exc, errors.ConnectionError) and message in _POOL_EXHAUSTED_SAID
+
+
+_POOL_EXHAUSTED_SAID = ("Too many connections", "No connection available.")
 
 
 def _error(

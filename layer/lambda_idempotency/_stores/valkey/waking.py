@@ -1,0 +1,79 @@
+"""A ValkeyStore's waiters: each blocks on a list of its own until the holder's completion or
+release fills it (`scripts.ARM`), within what the client's connections allow.
+
+**A block holds a connection.** A waiter's BLPOP keeps one of the client's pooled connections
+for as long as it blocks; the holder's completion needs one too. So at most half of a pool's
+connections block at once (`BLOCKING_SHARE`): a waiter past that sleeps through its poll
+interval as on a store that does not wake, and the holder's completion, its release and the
+other calls always find a connection. (redis-py caps a pool at 100 by default: 150
+duplicates waiting in one process once starved the completion, the key stayed claimed, and
+a waiter ran the effect again when the lease lapsed.)
+
+**A block ends before the socket's timeout.** A block longer than the client's socket timeout
+would make the client drop the connection, and the wake-up on it: a block lasts at most
+`WAKE_BLOCK_SHARE` of the shorter of the client's socket timeout and the store's own.
+
+**Each process its own waiters.** A waiter's token is the store's waiter id and the thread's
+id; a forked child or a restored SnapStart environment draws a new waiter id (`renew`), as
+its main thread has its parent's thread id.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from typing import Any
+
+WAKE_BLOCK_SHARE = 0.8
+"""A waiter blocks at most this share of the socket's timeout at a time: the timeout must not
+fire first (it would drop the connection, and the wake-up on it)."""
+WAKE_MIN_BLOCK_SECONDS = 0.001
+"""Shorter blocks are not sent: BLPOP's finest timeout is a millisecond, and 0 blocks forever."""
+BLOCKING_SHARE = 0.5
+"""At most this share of a pool's connections block at once; the rest serve the other calls."""
+DEFAULT_POOL_CONNECTIONS = 100
+"""redis-py's own cap on a pool of unspecified size."""
+
+
+class Waiters:
+    """This process's waiters of one store: their id, and the limits the client sets them."""
+
+    def __init__(self, store_timeout_s: float) -> None:
+        self.waiter = secrets.token_hex(8)
+        self._store_timeout_s = store_timeout_s
+        self._limits: tuple[threading.BoundedSemaphore, float] | None = None
+
+    def token(self) -> str:
+        """This thread's waiter token: a thread waits on one key at a time."""
+        return f"{self.waiter}.{threading.get_ident()}"
+
+    def limits(self, client: Any) -> tuple[threading.BoundedSemaphore, float]:
+        """(the blocks allowed at once, the longest block in seconds) for `client`."""
+        limits = self._limits
+        if limits is None:
+            connections, socket_timeout = pool_of(client)
+            slots = max(1, int(connections * BLOCKING_SHARE))
+            longest = self._store_timeout_s
+            if socket_timeout is not None and 0 < socket_timeout < longest:
+                longest = socket_timeout
+            limits = (threading.BoundedSemaphore(slots), longest * WAKE_BLOCK_SHARE)
+            self._limits = limits
+        return limits
+
+
+def pool_of(client: Any) -> tuple[int, float | None]:
+    """(the most connections one pool of `client` opens, its sockets' timeout): a standalone
+    client's pool, or what a cluster client gives each node's."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        size = getattr(pool, "max_connections", None)
+        kwargs = getattr(pool, "connection_kwargs", {})
+    else:
+        kwargs = getattr(getattr(client, "nodes_manager", None), "connection_kwargs", {})
+        size = kwargs.get("max_connections")
+    timeout = kwargs.get("socket_timeout") if isinstance(kwargs, dict) else None
+    if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+        size = DEFAULT_POOL_CONNECTIONS
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool):
+        timeout = None
+    return size, timeout
