@@ -29,7 +29,7 @@ from lambda_idempotency.testing import (
 pytest_plugins = ["tests.timeouts", "tests.valkey_servers"]
 
 FakeContext = FakeLambdaContext
-__all__ = ["FakeClock", "FakeContext", "RoundTrips", "create_table", "local_client"]
+__all__ = ["FakeClock", "FakeContext", "RoundTrips", "create_table", "drop_tables", "local_client"]
 
 
 def call_until_the_key_frees(call: Any, event: dict[str, Any], *, within_s: float = 5) -> Any:
@@ -47,6 +47,16 @@ def call_until_the_key_frees(call: Any, event: dict[str, Any], *, within_s: floa
 def create_table(client: Any, name: str, key: str = "pk") -> str:
     """A table with a string hash key named `key`, on demand."""
     return create_idempotency_table(client, name, AttributeNames(pk=key))
+
+
+def drop_tables(client: Any, *names: str) -> None:
+    """Delete these tables where they exist, deletion protection turned off first (the
+    template's IdempotencyTable has it, and `local` and `create-table` create it so)."""
+    existing = set(client.list_tables()["TableNames"])
+    for name in names:
+        if name in existing:
+            client.update_table(TableName=name, DeletionProtectionEnabled=False)
+            client.delete_table(TableName=name)
 
 
 @pytest.fixture

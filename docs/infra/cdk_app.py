@@ -25,7 +25,7 @@ class OrdersStack(cdk.Stack):
         function = lambda_.Function(
             self,
             "OrderFunction",
-            runtime=lambda_.Runtime.PYTHON_3_12,
+            runtime=lambda_.Runtime.PYTHON_3_11,
             handler="app.handler",
             code=lambda_.Code.from_asset("build/order_function"),  # app.py + the package
             timeout=cdk.Duration.seconds(30),  # also the longest a crashed call holds its key

@@ -67,6 +67,7 @@ def table_and_actions(resources: dict[str, Any]) -> tuple[str, dict[str, Any], s
 
 def test_the_cdk_app_synthesises_the_table_and_policy_the_library_needs(tmp_path: Path) -> None:
     shutil.copy(HERE / "cdk_app.py", tmp_path)
+    shutil.copy(HERE / "cdk.json", tmp_path)  # as a user has it; --app below names this venv
     code = tmp_path / "build" / "order_function"
     code.mkdir(parents=True)
     (code / "app.py").write_text("def handler(event, context): ...\n")

@@ -14,7 +14,7 @@ from lambda_idempotency._dev import cli
 from lambda_idempotency._dev.cli.records import now_ms
 from lambda_idempotency._dev.cli.tables import TABLES_NAMED
 from lambda_idempotency._stores.record import Status
-from tests.conftest import local_client
+from tests.conftest import drop_tables, local_client
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "events" / "charge_order"
@@ -25,9 +25,7 @@ def fresh_tables(dynamodb_local_endpoint: str, monkeypatch: Any) -> Any:
     """The template's tables, empty, on the shared DynamoDB Local."""
     monkeypatch.chdir(ROOT)
     client = local_client(dynamodb_local_endpoint)
-    for name in ("IdempotencyTable", "ChargesTable"):
-        if name in client.list_tables()["TableNames"]:
-            client.delete_table(TableName=name)
+    drop_tables(client, "IdempotencyTable", "ChargesTable")
     return client
 
 
@@ -481,13 +479,18 @@ def run_as_written(lines: list[str]) -> list[str]:
     the venv's script and a free port for 8000 (other runs on this machine may hold 8000).
     Stops the background DynamoDB Local whatever happens."""
     import os
+    import shutil
     import subprocess
     import sys
+    import tempfile
 
     from lambda_idempotency._dev.dynamodb_local import free_port
 
     port = free_port()
     outputs = []
+    # the background emulator's pid file in a cache of this run's own, not the user's
+    cache = tempfile.mkdtemp(prefix="lambda-idempotency-cache-")
+    environment = {**os.environ, "PYTHONUNBUFFERED": "1", "XDG_CACHE_HOME": cache}
     try:
         for line in lines:
             command = line.replace(
@@ -504,7 +507,7 @@ def run_as_written(lines: list[str]) -> list[str]:
                 capture_output=True,
                 text=True,
                 timeout=180,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env=environment,
             )
             assert completed.returncode == 0, (line, completed.stdout, completed.stderr)
             outputs.append(completed.stdout + completed.stderr)
@@ -512,10 +515,12 @@ def run_as_written(lines: list[str]) -> list[str]:
         subprocess.run(
             [sys.executable, "-m", "lambda_idempotency", "local", "stop", "--port", str(port)],
             cwd=ROOT,
+            env=environment,
             capture_output=True,
             timeout=60,
             check=False,
         )
+        shutil.rmtree(cache, ignore_errors=True)
     assert f"stopped DynamoDB Local on port {port}" in outputs[-1]
     return outputs
 
@@ -595,6 +600,10 @@ def test_local_in_the_foreground_stops_cleanly_on_ctrl_c() -> None:
     # The tables were there (test_the_readme_local_block_runs_as_written reads them).
     assert "table IdempotencyTable created, TTL on expiration\n" in lines
     assert "table ChargesTable created\n" in lines
+    assert (
+        "not applied locally: PointInTimeRecoverySpecification, SSESpecification "
+        "(DynamoDB Local does not keep them)\n"
+    ) in lines
     with pytest.raises(Exception, match="Could not connect"):
         local_client(f"http://127.0.0.1:{port}").list_tables()
 

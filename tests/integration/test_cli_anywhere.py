@@ -179,6 +179,39 @@ def test_local_print_env_prints_only_the_variables_and_runs_again(tmp_path: Path
     assert f"stopped DynamoDB Local on port {port}" in stopped.stdout
 
 
+@pytest.mark.timeout_scale(6)
+def test_local_in_a_sam_project_leaves_nothing_there_and_doctor_passes(tmp_path: Path) -> None:
+    """A user's SAM project with the project's template.yaml: `local --background` keeps its
+    pid file in the user's cache (once it was left in the project, as .tools/*.pid), names
+    what it could not apply, and `doctor` passes on the table it made (once it failed:
+    deletion protection was left off)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "template.yaml").write_text((ROOT / "template.yaml").read_text())
+    port = free_port()
+    environment = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    try:
+        started = command(project, environment, "local", "--background", "--port", str(port))
+        endpoint = f"http://127.0.0.1:{port}"
+        doctor = command(project, environment, "doctor", "IdempotencyTable", "--endpoint", endpoint)
+        files = sorted(path.name for path in project.rglob("*"))
+        pid_file = tmp_path / "cache" / "lambda-idempotency" / f"dynamodb-local-{port}.pid"
+        pid_file_there = pid_file.is_file()
+    finally:
+        stopped = command(project, environment, "local", "stop", "--port", str(port))
+    assert started.returncode == 0, started.stderr
+    assert (
+        "not applied locally: PointInTimeRecoverySpecification, SSESpecification "
+        "(DynamoDB Local does not keep them)\n"
+    ) in started.stdout
+    assert files == ["template.yaml"]
+    assert pid_file_there
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert "ok    deletion protection" in doctor.stdout
+    assert stopped.returncode == 0 and f"stopped DynamoDB Local on port {port}" in stopped.stdout
+    assert not pid_file.exists()
+
+
 def test_create_table_without_a_template_makes_the_stores_default_table(
     dynamodb_local_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from lambda_idempotency._dev import cli
 from lambda_idempotency._dev.valkey_local import ValkeyCluster, call
-from tests.conftest import local_client
+from tests.conftest import drop_tables, local_client
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,9 +24,7 @@ def test_run_samples_prints_what_happened_to_each_event(
 ) -> None:
     monkeypatch.chdir(ROOT)
     client = local_client(dynamodb_local_endpoint)
-    for name in ("IdempotencyTable", "ChargesTable"):  # a fresh start for the samples
-        if name in client.list_tables()["TableNames"]:
-            client.delete_table(TableName=name)
+    drop_tables(client, "IdempotencyTable", "ChargesTable")  # a fresh start for the samples
 
     status = cli.main(["run-samples", "--endpoint", dynamodb_local_endpoint])
 

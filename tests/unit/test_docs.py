@@ -337,3 +337,33 @@ def test_each_snippet_grants_what_the_library_calls(snippet: str) -> None:
     """The policy in each snippet is the one template.yaml is checked against, no more."""
     granted = set(re.findall(r"dynamodb:\w+", (INFRA / snippet).read_text(encoding="utf-8")))
     assert granted == RUNTIME_IAM_ACTIONS
+
+
+def test_the_snippets_runtimes_are_the_layers() -> None:
+    """A reader who puts the project's layer on the snippets' function gets its bytecode:
+    the layer is built for the runtimes template.yaml lists (it said python3.12, the layer
+    3.11)."""
+    layer = re.search(r"CompatibleRuntimes: \[(.*)\]", (ROOT / "template.yaml").read_text())
+    assert layer is not None
+    runtimes = {name.strip() for name in layer.group(1).split(",")}
+    sam = re.findall(r"Runtime: (python3\.\d+)", (INFRA / "sam.yaml").read_text())
+    cdk = re.findall(r"Runtime\.PYTHON_3_(\d+)", (INFRA / "cdk_app.py").read_text())
+    assert sam and set(sam) <= runtimes
+    assert cdk and {f"python3.{minor}" for minor in cdk} <= runtimes
+
+
+def test_the_terraform_snippet_bounds_its_provider_to_the_major_version_checked() -> None:
+    """`>= 5.0` took 6.x, which nothing here has checked."""
+    (constraint,) = re.findall(r'version\s*=\s*"([^"]+)"', (INFRA / "main.tf").read_text())
+    assert re.fullmatch(r"~> 5\.\d+", constraint), constraint
+
+
+def test_the_cdk_app_ships_with_what_cdk_synth_needs_and_the_guide_says_so() -> None:
+    """`cdk synth` reads cdk.json for the app, and the app bundles build/order_function."""
+    assert json.loads((INFRA / "cdk.json").read_text()) == {"app": "python3 cdk_app.py"}
+    assert 'code=lambda_.Code.from_asset("build/order_function")' in (
+        INFRA / "cdk_app.py"
+    ).read_text(encoding="utf-8")
+    guide = (ROOT / "docs" / "guide.md").read_text(encoding="utf-8")
+    summary = guide[guide.index("<b>CDK (Python)</b>") :].split("</summary>", 1)[0]
+    assert "docs/infra/cdk.json" in summary and "build/order_function/" in summary

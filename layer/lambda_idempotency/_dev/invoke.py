@@ -38,8 +38,9 @@ class Invocation:
 
     @property
     def summary(self) -> str:
-        """executed, replayed or rejected, as a reader of the main job wants to know; with
-        the status code when the function answered HTTP; records ok and failed for a batch."""
+        """executed, replayed, rejected or not run (a newer version's record), as a reader
+        of the main job wants to know; with the status code when the function answered HTTP;
+        records ok and failed for a batch."""
         status = "" if self.status_code is None else f" {self.status_code}"
         failures = (
             self.response.get("batchItemFailures") if isinstance(self.response, dict) else None
@@ -60,6 +61,11 @@ class Invocation:
             return f"rejected{status} ({', '.join(sorted(rejected))})"
         if "passed_through" in self.outcomes:
             return f"passed through{status}"
+        if "newer_format" in self.outcomes:
+            # a newer version's record holds the key (HTTP answers 503): nothing ran
+            return f"not run{status} (newer_format)"
+        if "store_error" in self.outcomes and self.error is None:
+            return f"failed{status} (store_error)"
         if self.error is not None:
             return f"failed ({self.error.get('errorType')})"
         return "ran unprotected" if "unprotected" in self.outcomes else "no idempotency outcome"

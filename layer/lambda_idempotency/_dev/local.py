@@ -3,8 +3,8 @@ or, in a folder without a SAM template (CDK, Terraform, a plain script), with th
 named by `--table`.
 
 The README's local lines name `http://127.0.0.1:8000`; this is what answers there. In the
-foreground it runs until Ctrl-C; `--background` leaves it running detached, its pid in
-`.tools/` beside the template (without one, in the user's cache), and `local stop` ends it.
+foreground it runs until Ctrl-C; `--background` leaves it running detached, its pid in the
+user's cache (never in the project), and `local stop` ends it.
 Either way it prints the variables that point code and the operator commands at it;
 `--print-env` prints only those, as shell lines for `eval`, and leaves it running.
 """
@@ -23,7 +23,7 @@ from .dynamodb_local import DEFAULT_HOME, DynamoDBLocal, DynamoDBLocalError
 from .local_tables import DEFAULT_LOCAL_TABLE, create_table, local_client, store_table
 
 if TYPE_CHECKING:
-    from .template import Template
+    from .template import TableSpec, Template
 
 DEFAULT_PORT = 8000
 LOCAL_REGION = "us-east-1"
@@ -34,11 +34,18 @@ def endpoint_for(port: int) -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def pid_file(template: Path | None, port: int) -> Path:
-    """Beside the template, in the project's (git-ignored) .tools folder; without a
-    template, in the user's cache (where DynamoDB Local itself is installed)."""
+def pid_file(port: int) -> Path:
+    """In the user's cache (where DynamoDB Local itself is installed when the project has
+    none), keyed by the port: one emulator a port on this machine, whichever project started
+    it, and nothing left in the user's project to ignore or commit."""
+    return DEFAULT_HOME / f"dynamodb-local-{port}.pid"
+
+
+def _legacy_pid_file(template: Path | None, port: int) -> Path | None:
+    """Where earlier versions kept it when there was a template: the project's .tools
+    folder (read only, so `local stop` still finds an emulator one of them started)."""
     if template is None:
-        return DEFAULT_HOME / f"dynamodb-local-{port}.pid"
+        return None
     return Path(template).resolve().parent / ".tools" / f"dynamodb-local-{port}.pid"
 
 
@@ -120,13 +127,15 @@ def start(
             created = create_table(client, spec)
             ttl = f", TTL on {spec.ttl_attribute}" if spec.ttl_attribute else ""
             print(f"table {spec.name} {'created' if created else 'already exists'}{ttl}", file=say)
+        for line in not_applied_lines(tables):
+            print(line, file=say)
     except BaseException:
         if local is not None:
             local.stop()
         raise
     if local is not None and background:
         assert local.pid is not None
-        path = pid_file(template_path, port)
+        path = pid_file(port)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{local.pid}\n", encoding="utf-8")
     if print_env:
@@ -143,6 +152,25 @@ def start(
         return 0
     assert local is not None
     return _run_until_interrupted(local)
+
+
+def not_applied_lines(tables: list[TableSpec]) -> list[str]:
+    """The template's table properties the local tables lack, one line per reason (none
+    when every property was applied)."""
+    not_kept = list(dict.fromkeys(name for spec in tables for name in spec.not_kept))
+    unresolved = list(dict.fromkeys(name for spec in tables for name in spec.unresolved))
+    lines = []
+    if not_kept:
+        them = "them" if len(not_kept) > 1 else "it"
+        lines.append(
+            f"not applied locally: {', '.join(not_kept)} (DynamoDB Local does not keep {them})"
+        )
+    if unresolved:
+        lines.append(
+            f"not applied locally: {', '.join(unresolved)} (set by a CloudFormation function, "
+            "which a local run does not resolve)"
+        )
+    return lines
 
 
 def _idempotency_table(template: Template | None, table: str | None) -> str | None:
@@ -207,12 +235,12 @@ def _run_until_interrupted(local: DynamoDBLocal) -> int:
 
 
 def _existing_pid_file(template_path: Path | None, port: int) -> Path:
-    """The pid file of this port: beside the template, else the user's cache (started
-    where there was no template), else the template's (to name in a message)."""
-    for path in (pid_file(template_path, port), pid_file(None, port)):
-        if path.exists():
-            return path
-    return pid_file(template_path, port)
+    """The pid file of this port: in the user's cache, else where an earlier version left
+    it beside the template, else the cache's (to name in a message)."""
+    legacy = _legacy_pid_file(template_path, port)
+    if legacy is not None and not pid_file(port).exists() and legacy.exists():
+        return legacy
+    return pid_file(port)
 
 
 def stop(template_path: Path | None, port: int) -> int:

@@ -33,7 +33,9 @@ def local_client(endpoint_url: str) -> DynamoDBClient:
 
 
 def create_table(client: DynamoDBClient, table: TableSpec) -> bool:
-    """Create the table as the template defines it (on demand, TTL on). False if it exists."""
+    """Create the table as the template defines it: its key, TTL, and the other properties
+    DynamoDB Local keeps (`TableSpec.create_options`: billing, deletion protection, streams,
+    indexes). False if it exists."""
     # One look-up by name: list_tables answers 100 names a page, so a table past the first
     # page was taken for missing, and creating it failed.
     try:
@@ -41,7 +43,7 @@ def create_table(client: DynamoDBClient, table: TableSpec) -> bool:
             TableName=table.name,
             KeySchema=table.key_schema,  # type: ignore[arg-type]
             AttributeDefinitions=table.attribute_definitions,  # type: ignore[arg-type]
-            BillingMode="PAY_PER_REQUEST",
+            **({"BillingMode": "PAY_PER_REQUEST"} | table.create_options),
         )
     except client.exceptions.ResourceInUseException:
         return False

@@ -44,6 +44,18 @@ class TableSpec:
     key_schema: list[dict[str, str]]
     attribute_definitions: list[dict[str, str]]
     ttl_attribute: str | None
+    create_options: dict[str, Any] = field(default_factory=dict)
+    """CreateTable's other arguments, from the template's properties DynamoDB Local keeps:
+    BillingMode (on demand when the template gives neither it nor ProvisionedThroughput),
+    ProvisionedThroughput, OnDemandThroughput, DeletionProtectionEnabled,
+    StreamSpecification, GlobalSecondaryIndexes, LocalSecondaryIndexes."""
+    not_kept: tuple[str, ...] = ()
+    """The template's properties DynamoDB Local accepts but does not keep, or has no call
+    for (PointInTimeRecoverySpecification, SSESpecification, Tags, TableClass, ...): not
+    applied locally, and `local` names them."""
+    unresolved: tuple[str, ...] = ()
+    """Properties whose value is a CloudFormation function (`!If`, `!Ref` to a parameter):
+    not applied locally either, and named."""
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
@@ -108,12 +120,16 @@ class Template:
             )
         properties = tables[logical_id].get("Properties", {})
         ttl = properties.get("TimeToLiveSpecification") or {}
+        options, not_kept, unresolved = _local_options(properties)
         return TableSpec(
             logical_id=logical_id,
             name=self._table_name(logical_id),
             key_schema=properties["KeySchema"],
             attribute_definitions=properties["AttributeDefinitions"],
-            ttl_attribute=ttl.get("AttributeName") if ttl.get("Enabled") else None,
+            ttl_attribute=ttl.get("AttributeName") if _flag(ttl.get("Enabled")) else None,
+            create_options=options,
+            not_kept=not_kept,
+            unresolved=unresolved,
         )
 
     def idempotency_table(self) -> TableSpec:
@@ -208,3 +224,98 @@ def _durable_timeout(config: Any) -> int | None:
     if not isinstance(config, dict) or not isinstance(config.get("ExecutionTimeout"), int):
         return None
     return int(config["ExecutionTimeout"])
+
+
+_OWN_PROPERTIES = ("TableName", "KeySchema", "AttributeDefinitions", "TimeToLiveSpecification")
+"""Read into TableSpec's own fields."""
+_INDEX_KEYS = (
+    "IndexName",
+    "KeySchema",
+    "Projection",
+    "ProvisionedThroughput",
+    "OnDemandThroughput",
+)
+"""What an index keeps on DynamoDB Local (its ContributorInsightsSpecification and
+WarmThroughput it does not)."""
+
+
+def _is_function(value: Any) -> bool:
+    """A CloudFormation function somewhere in the value (`{"Ref": ...}`, `{"Fn::If": ...}`)."""
+    if isinstance(value, dict):
+        if (len(value) == 1 and next(iter(value)) in ("Ref", "Condition")) or any(
+            str(key).startswith("Fn::") for key in value
+        ):
+            return True
+        return any(_is_function(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_is_function(item) for item in value)
+    return False
+
+
+def _flag(value: Any) -> bool:
+    """A CloudFormation boolean: true, or the string "true" (any case)."""
+    return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+def _throughput(value: dict[str, Any]) -> dict[str, int]:
+    return {name: int(units) for name, units in value.items()}
+
+
+def _index(index: dict[str, Any], not_kept: list[str], kind: str) -> dict[str, Any]:
+    kept = {name: index[name] for name in _INDEX_KEYS if name in index}
+    for name in ("ProvisionedThroughput", "OnDemandThroughput"):
+        if name in kept:
+            kept[name] = _throughput(kept[name])
+    not_kept += [f"{kind}.{name}" for name in index if name not in _INDEX_KEYS]
+    return kept
+
+
+def _is_off(name: str, value: Any) -> bool:
+    """A property DynamoDB Local does not keep, but set as a table without it is: nothing
+    to name."""
+    if name == "PointInTimeRecoverySpecification":
+        return not _flag(value.get("PointInTimeRecoveryEnabled"))
+    if name == "SSESpecification":
+        return not _flag(value.get("SSEEnabled"))
+    if name == "ContributorInsightsSpecification":
+        return not _flag(value.get("Enabled"))
+    if name == "TableClass":
+        return bool(value == "STANDARD")
+    return bool(value in (None, [], {}))
+
+
+def _local_options(
+    properties: dict[str, Any],
+) -> tuple[dict[str, Any], tuple[str, ...], tuple[str, ...]]:
+    """CreateTable's other arguments from a table's properties, the properties DynamoDB
+    Local does not keep, and those set by a function a local run does not resolve. Found by
+    trying each on DynamoDB Local (tests/integration/test_local_table_properties.py)."""
+    options: dict[str, Any] = {}
+    not_kept: list[str] = []
+    unresolved: list[str] = []
+    for name, value in properties.items():
+        if name in _OWN_PROPERTIES:
+            continue
+        if _is_function(value):
+            unresolved.append(name)
+        elif name == "BillingMode":
+            options["BillingMode"] = str(value)
+        elif name in ("ProvisionedThroughput", "OnDemandThroughput"):
+            options[name] = _throughput(value)
+        elif name == "DeletionProtectionEnabled":
+            options[name] = _flag(value)
+        elif name == "StreamSpecification":
+            options[name] = {"StreamEnabled": True, "StreamViewType": value["StreamViewType"]}
+            if "ResourcePolicy" in value:
+                not_kept.append("StreamSpecification.ResourcePolicy")
+        elif name in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes"):
+            options[name] = [_index(index, not_kept, name) for index in value]
+        elif not _is_off(name, value):
+            not_kept.append(name)
+    if "BillingMode" not in options:
+        # CloudFormation's default is PROVISIONED, which needs ProvisionedThroughput
+        provisioned = "ProvisionedThroughput" in options
+        options["BillingMode"] = "PROVISIONED" if provisioned else "PAY_PER_REQUEST"
+    if options["BillingMode"] != "PROVISIONED":
+        options.pop("ProvisionedThroughput", None)
+    return options, tuple(not_kept), tuple(unresolved)

@@ -7,11 +7,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import textwrap
 import time
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from ..._base.errors import IdempotencyError, StoreError
+from ..._base.errors import IdempotencyError, NewerFormatError, StoreError
 from ..._stores.record import Status
 from .exits import EXIT_UNREADABLE, CommandError
 
@@ -117,10 +118,21 @@ def call_failed(exc: StoreError) -> bool:
 
 
 def unreadable(what: str, exc: BaseException) -> CommandError:
+    """One sentence: what cannot be read, why, and that nothing was changed. A record of a
+    newer format is said as such (its error's own message, for a handler's caller, was cut
+    into this one mid-sentence)."""
+    if isinstance(exc, NewerFormatError):
+        return CommandError(
+            f"{what} was written by a newer version of lambda-idempotency (record format "
+            f"{exc.format_version}; this version reads up to {exc.known}): read it with that "
+            "version's lambda-idempotency; nothing was changed",
+            status=EXIT_UNREADABLE,
+        )
     detail = str(exc) if isinstance(exc, IdempotencyError) else type(exc).__name__
+    detail = textwrap.shorten(detail, 160, placeholder=" ...")
     return CommandError(
-        f"{what} cannot be read ({detail[:160]}): this library does not write it so "
-        "(another version, a manual edit?); nothing was changed",
+        f"{what} cannot be read ({detail}): it is not in a shape this library writes (a "
+        "manual edit, another library?); nothing was changed",
         status=EXIT_UNREADABLE,
     )
 

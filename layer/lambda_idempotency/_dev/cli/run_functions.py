@@ -226,7 +226,7 @@ def _run_samples(
             if invocation.error is not None and "stackTrace" in invocation.error:
                 shown = {key: invocation.error[key] for key in ("errorType", "errorMessage")}
             print(f"  {path.name:<36} {invocation.summary:<36} {json.dumps(shown)}")
-            failures += invocation.summary.startswith(("failed", "no idempotency"))
+            failures += invocation.summary.startswith(("failed", "not run", "no idempotency"))
         print()
     return 1 if failures else 0
 
