@@ -273,7 +273,7 @@ def test_a_record_this_library_does_not_write_is_exit_5(
 
 
 def test_a_server_that_cannot_serve_is_one_line_without_the_password(
-    valkey_node: ValkeyServer, capsys: Any
+    valkey_node: ValkeyServer, valkey_cluster: ValkeyCluster, capsys: Any
 ) -> None:
     assert cli.main(["stuck", "--valkey-url", "redis://ops:s3cret@127.0.0.1:1"]) == 2
     err = capsys.readouterr().err
@@ -284,6 +284,10 @@ def test_a_server_that_cannot_serve_is_one_line_without_the_password(
 
     assert cli.main(["namespaces", "--valkey-url", valkey_node.url, "--cluster"]) == 2
     assert "is not in cluster mode: drop --cluster" in capsys.readouterr().err
+
+    # one node's keys would pass for all the cluster's
+    assert cli.main(["namespaces", "--valkey-url", valkey_cluster.url]) == 2
+    assert "is a cluster: add --cluster" in capsys.readouterr().err
 
     assert cli.main(["inspect", "--valkey-url", valkey_node.url, "--pk", "p", "--table", "t"]) == 2
     assert "--table: for a DynamoDB table, not with --valkey-url" in capsys.readouterr().err

@@ -43,7 +43,7 @@ def commands(
 ) -> Check:
     """The check: `connect()` builds the client the store would build (a cluster client for
     a cluster), whose scratch key's node then answers every step."""
-    from redis.exceptions import RedisError
+    from redis.exceptions import RedisClusterException, RedisError
 
     pk = f"lambda-idempotency-doctor-{secrets.token_hex(8)}"
     key = f"{prefix}{{{pk}}}"
@@ -51,7 +51,7 @@ def commands(
     refused: list[Refusal] = []
     try:
         client = connect()
-    except RedisError as exc:  # a cluster client asks for the slots' nodes as it starts
+    except (RedisError, RedisClusterException) as exc:  # it asks for the slots' nodes
         cost = "the store's client cannot start"
         refusal = _refusal("the cluster client's start", exc, cost, prefix)
         return _failed([refusal], user)

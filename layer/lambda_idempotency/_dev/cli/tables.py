@@ -132,6 +132,7 @@ def on_table(store: OperatorStore, args: argparse.Namespace) -> Iterator[None]:
     if getattr(args, "valkey_url", None) is not None:
         try:
             with valkey_stores.on_server(args):
+                valkey_stores.check_mode(cast("ValkeyStore", store), args)
                 yield
         finally:
             cast("ValkeyStore", store).close()  # its connections, once the command is done

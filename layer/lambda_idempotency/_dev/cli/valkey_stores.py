@@ -74,6 +74,25 @@ def where(args: argparse.Namespace) -> str:
     return f"Valkey {_masked(args.valkey_url)} (prefix {prefix})"
 
 
+def check_mode(store: ValkeyStore, args: argparse.Namespace) -> None:
+    """A cluster named without --cluster: a node's client would SCAN that node's keys only,
+    and `namespaces` or `stuck` would tell a part as the whole. (The other way round, the
+    cluster client refuses to start.) Unchecked when INFO is refused to the URL's user."""
+    from redis.exceptions import RedisError, ResponseError
+
+    if args.cluster:
+        return
+    try:
+        enabled = str(store.client.info("cluster").get("cluster_enabled", 0)) == "1"
+    except ResponseError:
+        return
+    except RedisError as exc:  # as the store's own calls say it, for on_server
+        reason = type(exc).__name__
+        raise StoreError(f"Valkey info failed ({reason})", code=reason) from exc
+    if enabled:
+        raise CommandError(f"{where(args)} is a cluster: add --cluster")
+
+
 @contextlib.contextmanager
 def on_server(args: argparse.Namespace) -> Iterator[None]:
     """A server not reached, credentials refused, a command refused to the URL's user, or a
