@@ -13,7 +13,15 @@ from lambda_idempotency._dev.valkey_local import ValkeyCluster, ValkeyPair, Valk
 
 pytestmark = pytest.mark.valkey
 
-CHECKS = ["server", "role and replicas", "cluster mode", "persistence", "eviction", "replication"]
+CHECKS = [
+    "server",
+    "role and replicas",
+    "cluster mode",
+    "commands",
+    "persistence",
+    "eviction",
+    "replication",
+]
 
 
 def doctor(capsys: Any, url: str, *options: str) -> tuple[int, dict[str, str], str]:
@@ -37,6 +45,7 @@ def test_a_primary_with_its_replica_passes_and_warns_of_asynchronous_replication
     assert lines["server"].startswith("ok") and "valkey 9." in lines["server"]
     assert lines["role and replicas"].startswith("ok")
     assert "primary, 1 replica connected" in lines["role and replicas"]
+    assert lines["commands"].startswith("ok") and "BLPOP and WAIT 1 ran" in lines["commands"]
     assert "appendonly yes, appendfsync everysec" in lines["persistence"]
     assert lines["eviction"].startswith("ok")
     replication = lines["replication"]
@@ -88,9 +97,12 @@ def test_cluster_mode_must_match_the_store(valkey_cluster: ValkeyCluster, capsys
     assert status == 1
     assert lines["cluster mode"].startswith("FAIL") and "(MOVED)" in lines["cluster mode"]
 
+    assert lines["commands"].startswith("??")  # not tried: a standalone client meets MOVED
+
     status, lines, _ = doctor(capsys, valkey_cluster.url, "--cluster")
     assert status == 0
     assert "on, state ok, 3 primaries, 0 with a replica" in lines["cluster mode"]
+    assert lines["commands"].startswith("ok")
 
 
 def test_json_and_an_unreachable_server(valkey_node: ValkeyServer, capsys: Any) -> None:

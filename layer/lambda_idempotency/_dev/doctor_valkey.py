@@ -1,17 +1,20 @@
 """`lambda-idempotency doctor --valkey-url URL`: a Valkey (or Redis) server checked for what
 `ValkeyStore` needs, the way `doctor` checks a DynamoDB table (`doctor.Check` lines).
 
-Everything comes from INFO (server, replication, persistence, memory, cluster), which managed
-services answer too, and CONFIG GET appendfsync, which some refuse (then `??`). The last check
+Most comes from INFO (server, replication, persistence, memory, cluster), which managed
+services answer too, and CONFIG GET appendfsync, which some refuse (then `??`); what the
+store sends (scripts, BLPOP, WAIT) is tried on a scratch key (`doctor_valkey_access`), since
+INFO answers whatever an ACL user may run. The last check
 is always a warning, whatever the server says: replication is asynchronous, and a failover
 can lose a claim the primary acknowledged (measured in docs/valkey.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from . import doctor_valkey_access
 from .doctor import Check, Status
 
 WAITAOF_SINCE = (7, 2)
@@ -21,15 +24,40 @@ SAFE_POLICIES = ("noeviction",)
 a live claim or a completed result under memory pressure: the key then runs again."""
 
 
-def diagnose(client: Any, *, cluster: bool, replicas: int) -> list[Check]:
+def diagnose(
+    client: Any,
+    *,
+    cluster: bool,
+    replicas: int,
+    aof: bool = False,
+    prefix: str = "idempotency:",
+    connect: Callable[[], Any] | None = None,
+    user: str = "default",
+) -> list[Check]:
     """Every check of the server `client` (a redis-py client of one node) for a store built
-    with `cluster` and `replicas` as the functions build it."""
+    with `cluster`, `replicas`, `aof` and `prefix` as the functions build it; `connect()`
+    builds the client such a store builds (`client` itself when not given), on which the
+    store's commands are tried (`doctor_valkey_access`) as `user`."""
     server = client.info("server")
     replication = client.info("replication")
-    return [
+    clustered = client.info("cluster")
+    checks = [
         version(server),
         role(replication, replicas),
-        cluster_mode(client.info("cluster"), cluster, client),
+        cluster_mode(clustered, cluster, client),
+    ]
+    if replication.get("role") != "master":
+        checks.append(Check("commands", Status.UNKNOWN, "not tried: a replica refuses writes"))
+    elif (str(clustered.get("cluster_enabled", 0)) == "1") != cluster:
+        checks.append(Check("commands", Status.UNKNOWN, "not tried: cluster mode does not match"))
+    else:
+        checks.append(
+            doctor_valkey_access.commands(
+                connect or (lambda: client), prefix=prefix, replicas=replicas, aof=aof, user=user
+            )
+        )
+    return [
+        *checks,
         persistence(client.info("persistence"), _appendfsync(client)),
         eviction(client.info("memory")),
         asynchronous_replication(replicas),

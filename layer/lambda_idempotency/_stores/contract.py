@@ -209,8 +209,9 @@ class IdempotencyStore(Protocol):
 class OperatorStore(IdempotencyStore, Protocol):
     """What the operator commands add: find stuck records, release one by its version.
 
-    (Listing namespaces and `doctor` still read DynamoDB itself, through `table_name`,
-    `client`, `names` and `sort_key_attr`: they are DynamoDB tools.)"""
+    (Listing namespaces reads a table's key attribute itself, through `table_name`, `client`,
+    `names` and `sort_key_attr`, or a ValkeyStore's key names, `valkey.operators`; `doctor`
+    reads each one's own set-up.)"""
 
     def scan_stuck(
         self, *, claimed_before_ms: int, now_ms: int, page_size: int | None = None

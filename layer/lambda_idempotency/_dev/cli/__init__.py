@@ -24,15 +24,16 @@ Operators, on any table (AWS or local):
                                                               ValkeyStore
 
 Each reads the table as the functions' store does: --layout powertools, --sort-key-attr A,
---key-attr A, --expiry-attr A, --hash-function F (Powertools' hash_function), as configured.
+--key-attr A, --expiry-attr A, --hash-function F (Powertools' hash_function), as configured;
+or, with --valkey-url URL [--cluster] [--prefix P], a ValkeyStore's records.
 
 One module per command group: `local_stack` (local, local stop, create-table), `run_functions`
 (invoke, run-samples), `inspect_records` (inspect, namespaces, stuck), `release_record`
 (release) and `doctor_table` (doctor). Below them what they share: `exits` (the exit codes,
 CommandError), `project` (the SAM template), `tables` (the table an operator names, as the
-functions' store reads it), `records` (a record as an operator sees it) and `reach` (an
-endpoint that cannot be reached or refuses the credentials). `command` builds the parser and
-runs a command.
+functions' store reads it), `valkey_stores` (a Valkey store's, with --valkey-url), `records`
+(a record as an operator sees it) and `reach` (an endpoint that cannot be reached or refuses
+the credentials). `command` builds the parser and runs a command.
 """
 
 from .command import main

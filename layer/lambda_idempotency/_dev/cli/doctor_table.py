@@ -35,7 +35,10 @@ def add_command(add: Any) -> None:
             "application-autoscaling:DescribeScalableTargets. With --valkey-url it checks a "
             "Valkey (or Redis) server for ValkeyStore instead: version, role and replicas, "
             "cluster mode, persistence, eviction policy, and warns that replication is "
-            "asynchronous (a failover can lose an acknowledged claim)."
+            "asynchronous (a failover can lose an acknowledged claim); and it tries what the "
+            "store sends (its scripts, a waiter's BLPOP, WAIT or WAITAOF) on a scratch key of "
+            "its own under the store's prefix, removed afterwards: a command the URL's user "
+            "may not run fails, with the ACL to grant."
         ),
     )
     checkup.add_argument(
@@ -60,6 +63,14 @@ def add_command(add: Any) -> None:
         type=int,
         default=0,
         help="with --valkey-url: the store's replicas= (replicas each write waits for)",
+    )
+    checkup.add_argument(
+        "--aof", action="store_true", help="with --valkey-url: the store uses aof=True (WAITAOF)"
+    )
+    checkup.add_argument(
+        "--prefix",
+        help="with --valkey-url: the store's prefix= (default: idempotency:), under which "
+        "doctor tries the store's commands on a scratch key of its own",
     )
     checkup.add_argument("--json", action="store_true", help="print JSON")
     checkup.set_defaults(run=_cmd_doctor)
@@ -123,9 +134,12 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 def _cmd_doctor_valkey(args: argparse.Namespace) -> int:
     """doctor's lines for a Valkey server: exit 1 when a check failed, 2 when it cannot be
     reached or asked."""
-    import redis
+    from urllib.parse import urlsplit
 
-    from ..._stores.valkey.store import SCHEMES, _masked, _redis_url
+    import redis
+    import redis.cluster
+
+    from ..._stores.valkey.store import DEFAULT_PREFIX, SCHEMES, _masked, _redis_url
     from .. import doctor, doctor_valkey
 
     url = args.valkey_url
@@ -133,22 +147,52 @@ def _cmd_doctor_valkey(args: argparse.Namespace) -> int:
         raise CommandError(f"--valkey-url starts with one of {', '.join(SCHEMES)}")
     if args.replicas < 0:
         raise CommandError("--replicas is 0 or more")
+    prefix = DEFAULT_PREFIX if args.prefix is None else args.prefix
+    if "{" in prefix or "}" in prefix:
+        raise CommandError("--prefix has no braces (the store refuses such a prefix)")
     where = _masked(url)
-    client = redis.Redis.from_url(_redis_url(url), socket_timeout=5, socket_connect_timeout=3)
+    options: dict[str, Any] = {"socket_timeout": 5, "socket_connect_timeout": 3}
+    client = redis.Redis.from_url(_redis_url(url), **options)
+    built: list[Any] = []
+
+    def connect() -> Any:
+        """The client the store builds: a cluster client for a cluster (it asks for the
+        slots' nodes as it starts), else the node's."""
+        if not args.cluster:
+            return client
+        built.append(redis.cluster.RedisCluster.from_url(_redis_url(url), **options))
+        return built[-1]
+
     try:
-        checks = doctor_valkey.diagnose(client, cluster=args.cluster, replicas=args.replicas)
+        checks = doctor_valkey.diagnose(
+            client,
+            cluster=args.cluster,
+            replicas=args.replicas,
+            aof=args.aof,
+            prefix=prefix,
+            connect=connect,
+            user=urlsplit(url).username or "default",
+        )
     except redis.exceptions.AuthenticationError as exc:
         raise CommandError(f"Valkey at {where} refused the credentials in the URL") from exc
+    except redis.exceptions.NoPermissionError as exc:
+        raise CommandError(
+            f"Valkey at {where} refused what doctor asks ({exc}): doctor needs INFO (and "
+            "CLUSTER INFO, CLUSTER NODES on a cluster)"
+        ) from exc
     except redis.exceptions.RedisError as exc:
         raise CommandError(f"cannot ask Valkey at {where} ({type(exc).__name__})") from exc
     finally:
-        client.close()
+        for each in (client, *built):
+            each.close()
     closing, status = doctor.summary(checks)
     if args.json:
         print(json.dumps({"valkey": where, "checks": [c.as_dict() for c in checks]}))
         return status
     mode = "cluster" if args.cluster else "standalone"
-    print(f"valkey {where} ({mode} store, replicas={args.replicas})")
+    aof = ", aof=True" if args.aof else ""
+    named = "" if args.prefix is None else f", prefix={prefix!r}"
+    print(f"valkey {where} ({mode} store, replicas={args.replicas}{aof}{named})")
     width = max(len(check.name) for check in checks)
     for check in checks:
         print(check.line(width))

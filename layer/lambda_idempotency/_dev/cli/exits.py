@@ -10,7 +10,7 @@ EXIT_REFUSED = 1
 """release: the record's lease is live and --force was not given; nothing written."""
 EXIT_FAILED = 2
 """The command could not do its work: a bad argument, no such table or record, no
-credentials, no endpoint, DynamoDB refusing or failing the call."""
+credentials, no endpoint, DynamoDB or Valkey refusing or failing the call."""
 EXIT_CHANGED = 3
 """release: the record changed between its read and the conditional write; nothing written."""
 EXIT_NOTHING_TO_RELEASE = 4
@@ -23,7 +23,7 @@ OPERATOR_EXIT_CODES = """exit codes:
   1  release refused: the record's lease is live (add --force; a durable execution's:
      --force-durable); nothing written
   2  could not run: a bad argument, no such table or record, no credentials or endpoint,
-     DynamoDB refused or failed the call
+     DynamoDB or Valkey refused or failed the call
   3  release: the record changed after it was read; nothing written (run it again)
   4  release: nothing to release (no record, expired, or already released): the key is free
   5  a stored record or result this library cannot read (inspect shows what it can)"""

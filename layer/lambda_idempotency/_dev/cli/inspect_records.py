@@ -1,5 +1,6 @@
-"""`inspect`, `namespaces` and `stuck`: the operators' reads of a table (one record, the
-namespaces of its records, the IN_PROGRESS ones past an age); none writes."""
+"""`inspect`, `namespaces` and `stuck`: the operators' reads of a table, or of a Valkey
+store's keys (one record, the namespaces of its records, the IN_PROGRESS ones past an age);
+none writes."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import collections
 import json
 import re
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..._base.errors import IdempotencyError, StoreError
-from . import tables
+from . import tables, valkey_stores
 from .exits import EXIT_CODES_EPILOG, EXIT_OK, EXIT_UNREADABLE, CommandError
 from .records import (
     DECODE_ERRORS,
@@ -84,9 +85,28 @@ def add_commands(add: Any, table: argparse.ArgumentParser, record: argparse.Argu
     stuck.set_defaults(run=_cmd_stuck)
 
 
-def namespaces_in(store: DynamoDBStore, limit: int) -> tuple[collections.Counter[str], int, bool]:
+def namespaces_in(store: OperatorStore, limit: int) -> tuple[collections.Counter[str], int, bool]:
     """The namespaces of the records among the first `limit` items of a scan (only the key
-    attribute is read), their record counts, the items scanned, and whether that was all."""
+    attribute is read; on Valkey only key names, `operators.record_pks`), their record
+    counts, the items scanned, and whether that was all."""
+    from ..._stores.valkey.store import ValkeyStore
+
+    if not isinstance(store, ValkeyStore):
+        return _table_namespaces(cast("DynamoDBStore", store), limit)
+    from ..._stores.valkey.operators import record_pks
+
+    pks, scanned, complete = record_pks(store, limit)
+    found: collections.Counter[str] = collections.Counter()
+    for pk in pks:
+        match = _DIGEST.match(pk)
+        if match is not None:
+            found[match["namespace"]] += 1
+    return found, scanned, complete
+
+
+def _table_namespaces(
+    store: DynamoDBStore, limit: int
+) -> tuple[collections.Counter[str], int, bool]:
     from botocore.exceptions import ClientError
 
     attribute = store.sort_key_attr or store.names.pk
@@ -115,10 +135,10 @@ def namespaces_in(store: DynamoDBStore, limit: int) -> tuple[collections.Counter
     return found, scanned, False
 
 
-def no_record(store: DynamoDBStore, pk: str, args: argparse.Namespace) -> str:
+def no_record(store: OperatorStore, pk: str, args: argparse.Namespace) -> str:
     """Why a record may not be found, in one line: the namespaces there are (a bounded
     scan), or how to list them, and how a default namespace is formed."""
-    line = f"no record {pk} in table {store.table_name}"
+    line = f"no record {pk} in {held_in(store, args)}"
     if args.key is None:
         return line
     try:
@@ -133,7 +153,8 @@ def no_record(store: DynamoDBStore, pk: str, args: argparse.Namespace) -> str:
             "(--json-values for a key that is not a string) and --scope"
         )
     named = [namespace for namespace, _ in _by_count(found)[:HINT_NAMED]]
-    among = "the table" if complete else f"its first {_items(scanned)}"
+    whole = "the table" if getattr(args, "valkey_url", None) is None else "the store"
+    among = whole if complete else f"its first {_items(scanned)}"
     there = (
         f"namespaces in {among}: {', '.join(named)}{', ...' if len(found) > len(named) else ''}"
         if named
@@ -145,15 +166,22 @@ def no_record(store: DynamoDBStore, pk: str, args: argparse.Namespace) -> str:
     return f"{line}; {there}{more}; {DEFAULT_NAMESPACE}"
 
 
+def held_in(store: OperatorStore, args: argparse.Namespace) -> str:
+    """Where the records are, as a line names it: a table, or a Valkey server and prefix."""
+    if getattr(args, "valkey_url", None) is not None:
+        return valkey_stores.where(args)
+    return f"table {cast('DynamoDBStore', store).table_name}"
+
+
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    store = tables.store_for(args, operator_config())
+    store = tables.operator_store(args, operator_config())
     pk = record_pk(args, store)
     problem = None
     with on_table(store, args):
         record = read_record(store, pk)
         if record is None:
             raise CommandError(no_record(store, pk, args))
-        described = describe(record, now_ms())
+        described = describe(record, record.judged_at(now_ms()))
         if args.result:
             try:
                 described.update(stored_result(store, record))
@@ -209,7 +237,7 @@ def _print_result(described: dict[str, Any]) -> None:
 
 
 def _cmd_namespaces(args: argparse.Namespace) -> int:
-    store = tables.store_for(args, operator_config())
+    store = tables.operator_store(args, operator_config())
     with on_table(store, args):
         found, scanned, complete = namespaces_in(store, args.limit)
     if args.json:
@@ -217,7 +245,8 @@ def _cmd_namespaces(args: argparse.Namespace) -> int:
     else:
         for namespace, count in _by_count(found):
             print(f"{namespace}  {counted(count, 'record')}")
-    where = "the whole table" if complete else f"stopped at --limit {args.limit:,}"
+    whole = "the whole table" if args.valkey_url is None else "every key under the prefix"
+    where = whole if complete else f"stopped at --limit {args.limit:,}"
     print(
         f"{counted(len(found), 'namespace')} in {_items(scanned)} scanned ({where})",
         file=sys.stderr,
@@ -226,7 +255,7 @@ def _cmd_namespaces(args: argparse.Namespace) -> int:
 
 
 def _cmd_stuck(args: argparse.Namespace) -> int:
-    store = tables.store_for(args, operator_config())
+    store = tables.operator_store(args, operator_config())
     with on_table(store, args):
         return _stuck(store, args)
 
@@ -241,12 +270,13 @@ def _stuck(store: OperatorStore, args: argparse.Namespace) -> int:
     for number, page in enumerate(pages, start=1):
         scanned += page.scanned
         capacity += page.capacity_units
-        found.extend(describe(record, now) for record in page.records)
+        found.extend(describe(record, record.judged_at(now)) for record in page.records)
         unreadable.extend(page.unreadable)
         progress = f"scanned {_items(scanned)} in {counted(number, 'page')}, {len(found)} stuck ..."
         print(f"\r{progress}", end="", file=sys.stderr, flush=True)
         if args.max_pages is not None and number >= args.max_pages:
-            print("\nstopped at --max-pages; the table was not read to the end", file=sys.stderr)
+            read = "the table was" if args.valkey_url is None else "the keys were"
+            print(f"\nstopped at --max-pages; {read} not read to the end", file=sys.stderr)
             break
     print(file=sys.stderr)
     elsewhere: collections.Counter[str] = collections.Counter()
@@ -267,8 +297,12 @@ def _stuck(store: OperatorStore, args: argparse.Namespace) -> int:
     if elsewhere and not found:
         named = ", ".join(f"{namespace} ({n})" for namespace, n in _by_count(elsewhere)[:5])
         print(f"stuck in other namespaces: {named}", file=sys.stderr)
-    cost = f"read cost: {capacity:g} read capacity units for {_items(scanned)} scanned"
-    print(f"{cost} (a scan reads every item)", file=sys.stderr)
+    if args.valkey_url is None:
+        cost = f"read cost: {capacity:g} read capacity units for {_items(scanned)} scanned"
+        print(f"{cost} (a scan reads every item)", file=sys.stderr)
+    else:
+        cost = f"read cost: {counted(scanned, 'key')} under the prefix scanned and read"
+        print(f"{cost} (SCAN visits every key)", file=sys.stderr)
     if unreadable:
         more = ", ..." if len(unreadable) > 3 else ""
         raise CommandError(

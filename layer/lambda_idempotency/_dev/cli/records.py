@@ -12,7 +12,7 @@ import time
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from ..._base.errors import IdempotencyError, NewerFormatError, StoreError
+from ..._base.errors import UNREADABLE_CODES, IdempotencyError, NewerFormatError, StoreError
 from ..._stores.record import Status
 from .exits import EXIT_UNREADABLE, CommandError
 
@@ -107,14 +107,15 @@ def read_record(store: OperatorStore, pk: str) -> Record | None:
 
 
 def call_failed(exc: StoreError) -> bool:
-    """DynamoDB failed or refused the call (or it could not be sent), as opposed to a stored
-    record or result the library could not decode."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    return isinstance(exc.__cause__, ClientError | BotoCoreError) or exc.code in {
-        "InvalidRequest",
-        "UnprocessedItems",
-    }
+    """DynamoDB or Valkey failed or refused the call (or it could not be sent), as opposed to
+    a stored record or result the library could not decode (on Valkey a record of another
+    type, WRONGTYPE, carries redis-py's error too: its code says it was the record)."""
+    source = type(exc.__cause__).__module__.split(".")[0]
+    if source == "botocore":
+        return True
+    if source == "redis":
+        return exc.code not in UNREADABLE_CODES
+    return exc.code in {"InvalidRequest", "UnprocessedItems"}
 
 
 def unreadable(what: str, exc: BaseException) -> CommandError:

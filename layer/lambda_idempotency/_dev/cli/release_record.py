@@ -35,7 +35,7 @@ from .records import (
 from .tables import on_table, operator_config
 
 if TYPE_CHECKING:
-    from ..._stores.dynamodb.store import DynamoDBStore
+    from ..._stores.contract import OperatorStore
     from ..._stores.record import Record
 
 
@@ -57,7 +57,8 @@ def add_command(add: Any, record: argparse.ArgumentParser) -> None:
             "tombstone keeps the holder's owner token: a delayed copy of its claim cannot lock "
             "the key again, and a holder that was still running may still complete. Nothing "
             "to release (no record, expired, already released): exit 4. Needs "
-            "dynamodb:GetItem and dynamodb:PutItem.",
+            "dynamodb:GetItem and dynamodb:PutItem. With --valkey-url, a ValkeyStore's record "
+            "(one script, fenced the same way).",
             88,
             break_on_hyphens=False,
         ),
@@ -99,23 +100,25 @@ def _durable_holder(record: Record) -> bool:
 
 
 def _cmd_release(args: argparse.Namespace) -> int:
-    store = tables.store_for(args, operator_config())
+    store = tables.operator_store(args, operator_config())
     pk = record_pk(args, store)
     with on_table(store, args):
         return _release(store, pk, args)
 
 
-def _release(store: DynamoDBStore, pk: str, args: argparse.Namespace) -> int:
+def _release(store: OperatorStore, pk: str, args: argparse.Namespace) -> int:
     """Replace the record read here, and only that version of it, with a RELEASED tombstone
-    (see DynamoDBStore.release_version): a record completed, claimed or released in between
-    stays as it is (EXIT_CHANGED), and a live lease needs --force."""
-    now = now_ms()
+    (the store's release_version): a record completed, claimed or released in between stays
+    as it is (EXIT_CHANGED), and a live lease needs --force. Judged at the record's read
+    (`Record.judged_at`): on Valkey the server's clock, as the claims are."""
+    stamp = now_ms()
     record = read_record(store, pk)
     if record is None:
         raise CommandError(
             f"nothing to release: {no_record(store, pk, args)}; the key is free",
             status=EXIT_NOTHING_TO_RELEASE,
         )
+    now = record.judged_at(stamp)
     free = _free(record, now)
     if free is not None:
         raise CommandError(f"nothing to release: {free}", status=EXIT_NOTHING_TO_RELEASE)
@@ -147,7 +150,7 @@ def _release(store: DynamoDBStore, pk: str, args: argparse.Namespace) -> int:
             status=EXIT_REFUSED,
         )
     try:
-        released, current = store.release_version(record, now_ms=now)
+        released, current = store.release_version(record, now_ms=stamp)
         now_is = "gone" if current is None else current.status.value
     except StoreError as exc:
         if call_failed(exc):

@@ -1,6 +1,7 @@
 """The table an operator command names, opened as the functions' store opens it: which table
 (--table, IDEMPOTENCY_TABLE, the template's), in which layout, with which session; and a
-missing table told in one line with the tables there and the fix.
+missing table told in one line with the tables there and the fix. With --valkey-url, a
+ValkeyStore's records instead (`valkey_stores`).
 
 The commands call `tables.store_for` and `tables.session_for` through this module, so a test
 can stand in for either."""
@@ -12,14 +13,17 @@ import contextlib
 import math
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..._base.errors import ConfigurationError, IdempotencyError, StoreError
+from . import valkey_stores
 from .exits import CommandError
 from .project import DEFAULT_TEMPLATE, load_template, template_path
 
 if TYPE_CHECKING:
+    from ..._stores.contract import OperatorStore
     from ..._stores.dynamodb.store import DynamoDBStore
+    from ..._stores.valkey.store import ValkeyStore
 
 
 def table_options() -> argparse.ArgumentParser:
@@ -33,7 +37,15 @@ def table_options() -> argparse.ArgumentParser:
     table.add_argument("--profile", help="AWS profile (default: the environment's)")
     table.add_argument("--json", action="store_true", help="print JSON")
     add_layout_options(table)
+    valkey_stores.add_options(table)
     return table
+
+
+def operator_store(args: argparse.Namespace, config: Any = None) -> OperatorStore:
+    """The records the operator names: a ValkeyStore's with --valkey-url, else the table's."""
+    if valkey_stores.wanted(args):
+        return valkey_stores.store_for(args)
+    return store_for(args, config)
 
 
 def store_for(args: argparse.Namespace, config: Any = None) -> DynamoDBStore:
@@ -113,14 +125,24 @@ def operator_config() -> Any:
 
 
 @contextlib.contextmanager
-def on_table(store: DynamoDBStore, args: argparse.Namespace) -> Iterator[None]:
-    """A missing table becomes one line naming it, where it was looked for, and the fix."""
+def on_table(store: OperatorStore, args: argparse.Namespace) -> Iterator[None]:
+    """A missing table becomes one line naming it, where it was looked for, and the fix; a
+    Valkey server not reached or refusing, one line too (`valkey_stores.on_server`), and
+    the store's connections closed after."""
+    if getattr(args, "valkey_url", None) is not None:
+        try:
+            with valkey_stores.on_server(args):
+                valkey_stores.check_mode(cast("ValkeyStore", store), args)
+                yield
+        finally:
+            cast("ValkeyStore", store).close()  # its connections, once the command is done
+        return
     try:
         yield
     except StoreError as exc:
         if exc.code != "ResourceNotFoundException":
             raise
-        raise no_table(store, args) from exc
+        raise no_table(cast("DynamoDBStore", store), args) from exc
 
 
 TABLES_NAMED = 20

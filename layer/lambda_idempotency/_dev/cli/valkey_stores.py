@@ -1,0 +1,126 @@
+"""The Valkey server an operator command names (--valkey-url, --cluster, --prefix), opened as
+the functions' `ValkeyStore` opens it; a server that cannot be reached, refuses the
+credentials or is of the other cluster mode, told in one line (never the URL's password)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from ..._base.errors import StoreError
+from .exits import CommandError
+
+if TYPE_CHECKING:
+    from ..._stores.valkey.store import ValkeyStore
+
+_DYNAMODB_ONLY = {
+    "table": "--table",
+    "endpoint": "--endpoint",
+    "region": "--region",
+    "profile": "--profile",
+    "sort_key_attr": "--sort-key-attr",
+    "key_attr": "--key-attr",
+    "expiry_attr": "--expiry-attr",
+    "hash_function": "--hash-function",
+}
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """--valkey-url, --cluster and --prefix: a ValkeyStore's records instead of a table's."""
+    parser.add_argument(
+        "--valkey-url",
+        help="the records of a ValkeyStore at this URL instead of a table's "
+        "(valkey://, valkeys://, redis://, rediss://, unix://)",
+    )
+    parser.add_argument(
+        "--cluster", action="store_true", help="with --valkey-url: the store uses cluster=True"
+    )
+    parser.add_argument(
+        "--prefix", help="with --valkey-url: the store's prefix= (default: idempotency:)"
+    )
+
+
+def wanted(args: argparse.Namespace) -> bool:
+    """Whether the command reads a Valkey store; the options of the other refused."""
+    url = getattr(args, "valkey_url", None)
+    if url is None:
+        for flag in ("cluster", "prefix"):
+            if getattr(args, flag, None):
+                raise CommandError(f"--{flag} is for a Valkey store: add --valkey-url URL")
+        return False
+    given = [flag for name, flag in _DYNAMODB_ONLY.items() if getattr(args, name, None)]
+    if getattr(args, "layout", "native") != "native":
+        given.append("--layout")
+    if given:
+        raise CommandError(f"{', '.join(given)}: for a DynamoDB table, not with --valkey-url")
+    return True
+
+
+def store_for(args: argparse.Namespace) -> ValkeyStore:
+    """The store as the functions build it: URL, cluster=, prefix= (its timeouts: 5 s)."""
+    from ..._stores.valkey.store import DEFAULT_PREFIX, ValkeyStore
+
+    prefix = DEFAULT_PREFIX if args.prefix is None else args.prefix
+    return ValkeyStore(args.valkey_url, cluster=args.cluster, prefix=prefix)
+
+
+def where(args: argparse.Namespace) -> str:
+    """The server and prefix, as a line names them (the password masked)."""
+    from ..._stores.valkey.store import DEFAULT_PREFIX, _masked
+
+    prefix = DEFAULT_PREFIX if args.prefix is None else args.prefix
+    return f"Valkey {_masked(args.valkey_url)} (prefix {prefix})"
+
+
+def check_mode(store: ValkeyStore, args: argparse.Namespace) -> None:
+    """A cluster named without --cluster: a node's client would SCAN that node's keys only,
+    and `namespaces` or `stuck` would tell a part as the whole. (The other way round, the
+    cluster client refuses to start.) Unchecked when INFO is refused to the URL's user."""
+    from redis.exceptions import RedisError, ResponseError
+
+    if args.cluster:
+        return
+    try:
+        enabled = str(store.client.info("cluster").get("cluster_enabled", 0)) == "1"
+    except ResponseError:
+        return
+    except RedisError as exc:  # as the store's own calls say it, for on_server
+        reason = type(exc).__name__
+        raise StoreError(f"Valkey info failed ({reason})", code=reason) from exc
+    if enabled:
+        raise CommandError(f"{where(args)} is a cluster: add --cluster")
+
+
+@contextlib.contextmanager
+def on_server(args: argparse.Namespace) -> Iterator[None]:
+    """A server not reached, credentials refused, a command refused to the URL's user, or a
+    cluster mode other than --cluster's: one line each, with the fix."""
+    from redis.exceptions import RedisClusterException
+
+    server = where(args)
+    try:
+        yield
+    except StoreError as exc:
+        code = exc.code or ""
+        if code == "AuthenticationError":
+            raise CommandError(f"{server} refused the credentials in the URL") from exc
+        if code in {"ConnectionError", "TimeoutError"}:
+            raise CommandError(
+                f"cannot reach {server} ({code}): check --valkey-url and the network"
+            ) from exc
+        if code in {"NoPermissionError", "AuthorizationError"}:
+            raise CommandError(
+                f"{server} refused a command to the URL's user ({code}): "
+                "`lambda-idempotency doctor --valkey-url URL` names the ACL to grant"
+            ) from exc
+        if code in {"MovedError", "AskError"} and not args.cluster:
+            raise CommandError(f"{server} is a cluster: add --cluster") from exc
+        raise
+    except RedisClusterException as exc:  # the cluster client could not start
+        if "not enabled" in str(exc):
+            raise CommandError(f"{server} is not in cluster mode: drop --cluster") from exc
+        raise CommandError(
+            f"cannot reach {server} as a cluster: check --valkey-url and the network"
+        ) from exc
