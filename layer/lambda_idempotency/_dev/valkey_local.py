@@ -164,12 +164,24 @@ class ValkeyServer:
     """One valkey-server process on a free loopback port, its data in a temp folder. Use as a
     context manager, or start() and stop()."""
 
-    def __init__(self, *args: str, cluster: bool = False, binary: Path | None = None) -> None:
+    def __init__(
+        self,
+        *args: str,
+        cluster: bool = False,
+        binary: Path | None = None,
+        port: int = 0,
+        detached: bool = False,
+    ) -> None:
         """`args`: more server options (`"--replicaof", HOST, "6379"`); `cluster`: a cluster
-        node, its bus on a port of its own (else the server's port + 10000, maybe taken)."""
+        node, its bus on a port of its own (else the server's port + 10000, maybe taken).
+        `port`: this one, not a free one. `detached`: it outlives this process (a user's
+        `local --valkey --background`): its own session, no death signal, and `stop()` from
+        here does not end it (`local stop` does, by pid)."""
         self.args = args
         self.cluster = cluster
         self.binary = binary
+        self.fixed_port = port
+        self.detached = detached
         self.port = 0
         self.cluster_port = 0
         self._process: subprocess.Popen[bytes] | None = None
@@ -198,7 +210,7 @@ class ValkeyServer:
         self._dir = tempfile.mkdtemp(prefix="valkey-")
         self._log = tempfile.TemporaryFile()  # noqa: SIM115  (closed by stop())
         for _attempt in range(3):
-            self.port = free_port()
+            self.port = self.fixed_port or free_port()
             self.cluster_port = free_port() if self.cluster else 0
             cluster_args = (
                 ("--cluster-enabled", "yes", "--cluster-port", str(self.cluster_port))
@@ -217,7 +229,10 @@ class ValkeyServer:
                 ],
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
+                start_new_session=self.detached,
+                preexec_fn=(  # noqa: PLW1509
+                    _die_with_parent if sys.platform == "linux" and not self.detached else None
+                ),
             )
             try:
                 wait_until(f"{self} answers PING", self._answers_ping, timeout)
@@ -226,7 +241,7 @@ class ValkeyServer:
                 raise
             if self.running:
                 return self
-            if "Address already in use" not in self.output():
+            if self.fixed_port or "Address already in use" not in self.output():
                 break
         output = self.output()
         self.stop()
@@ -261,6 +276,13 @@ class ValkeyServer:
         if self.running:
             assert self._process is not None
             self._process.send_signal(signal.SIGCONT)
+
+    def release(self) -> None:
+        """Forget a detached server without ending it: it keeps running, its data folder too."""
+        self._process, self._dir = None, None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def stop(self) -> None:
         self.resume()  # a stopped process would hold SIGTERM pending
@@ -370,8 +392,16 @@ class ValkeyCluster:
     """A cluster of `size` primaries (no replicas) in the server's own `--cluster-enabled`
     mode, the slots split evenly, as `valkey-cli --cluster create` would make it."""
 
-    def __init__(self, size: int = 3, binary: Path | None = None) -> None:
-        self.nodes = [ValkeyServer(cluster=True, binary=binary) for _ in range(size)]
+    def __init__(
+        self, size: int = 3, binary: Path | None = None, port: int = 0, detached: bool = False
+    ) -> None:
+        """`port`: the first node's (the others on the next ports), else free ones."""
+        self.nodes = [
+            ValkeyServer(
+                cluster=True, binary=binary, port=port + i if port else 0, detached=detached
+            )
+            for i in range(size)
+        ]
 
     def __repr__(self) -> str:
         return f"ValkeyCluster(url={self.url!r}, nodes={len(self.nodes)})"

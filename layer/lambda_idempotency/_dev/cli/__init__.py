@@ -5,6 +5,9 @@ Local runs, from the same template.yaml that deploys (or, without one, the --tab
     local [--background] [--port 8000]         DynamoDB Local with the template's tables,
           [--table NAME] [--print-env]         and the variables to export (eval)
     local stop                                 ... and the one --background left running
+    local --valkey [--cluster] [--port 6379]   a Valkey server (or cluster) for ValkeyStore,
+          [--background] [--print-env]         and IDEMPOTENCY_VALKEY_URL to export
+    local stop --valkey                        ... and the one --background left running
     create-table  --endpoint URL [--table T]   the template's tables, as defined, TTL on
     invoke FUNCTION --event FILE [--endpoint]  one function, one event, a fresh process
     run-samples   [--endpoint URL]             every function with its events, in order,

@@ -42,7 +42,19 @@ def add_commands(add: Any) -> None:
         default="start",
         help="start (the default) or stop the one --background left running",
     )
-    local.add_argument("--port", type=int, default=8000, help="default: %(default)s")
+    local.add_argument(
+        "--port", type=int, help="default: 8000 (DynamoDB Local), 6379 (with --valkey)"
+    )
+    local.add_argument(
+        "--valkey",
+        action="store_true",
+        help="a Valkey server instead, for ValkeyStore: prints IDEMPOTENCY_VALKEY_URL to export",
+    )
+    local.add_argument(
+        "--cluster",
+        action="store_true",
+        help="with --valkey: a cluster of 3 primaries on the port and the next two",
+    )
     local.add_argument(
         "--background", action="store_true", help="leave it running; `local stop` ends it"
     )
@@ -75,8 +87,13 @@ def add_commands(add: Any) -> None:
 
 
 def _cmd_local(args: argparse.Namespace) -> int:
+    if args.valkey:
+        return _local_valkey(args)
+    if args.cluster:
+        raise CommandError("--cluster goes with --valkey (DynamoDB Local has no cluster)")
     from .. import local
 
+    args.port = args.port or local.DEFAULT_PORT
     path = template_path(args)
     if args.action == "stop":
         return local.stop(path, args.port)
@@ -89,6 +106,23 @@ def _cmd_local(args: argparse.Namespace) -> int:
         table=args.table,
         print_env=args.print_env,
     )
+
+
+def _local_valkey(args: argparse.Namespace) -> int:
+    from .. import local_valkey
+    from ..valkey_local import ValkeyLocalError
+
+    if args.table is not None:
+        raise CommandError("--table is DynamoDB Local's: a Valkey store needs no table")
+    port = args.port or local_valkey.DEFAULT_PORT
+    try:
+        if args.action == "stop":
+            return local_valkey.stop(port)
+        return local_valkey.start(
+            port, cluster=args.cluster, background=args.background, print_env=args.print_env
+        )
+    except ValkeyLocalError as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def _cmd_create_table(args: argparse.Namespace) -> int:
