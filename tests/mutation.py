@@ -55,6 +55,10 @@ PROMISE_MODULES = (
     "_protocol.callables",
     "_protocol.durable",
     "_stores.valkey.store",
+    "_stores.valkey.reading",
+    "_stores.valkey.replicas",
+    "_stores.valkey.connection",
+    "_stores.valkey.waking",
 )
 STORE_POLICY = (
     # What an HTTP response or a batch record stores and replays, and under which key.

@@ -18,7 +18,7 @@ import redis
 
 from lambda_idempotency import ConfigurationError, StoreError, ValkeyStore, idempotent
 from lambda_idempotency._dev.valkey_local import ValkeyCluster, ValkeyPair, call
-from lambda_idempotency._stores.valkey.store import REPLICAS_NOT_ACKNOWLEDGED
+from lambda_idempotency._stores.valkey.replicas import REPLICAS_NOT_ACKNOWLEDGED
 
 pytestmark = pytest.mark.valkey
 

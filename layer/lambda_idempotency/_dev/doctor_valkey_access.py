@@ -96,7 +96,7 @@ def _try(
     """Each step the store sends, in its order; what ran, and what was refused (`refused`)."""
     from redis.exceptions import ResponseError
 
-    from .._stores.valkey.store import AOF_REPLICA_TIMEOUT_MS, REPLICA_TIMEOUT_MS
+    from .._stores.valkey.replicas import AOF_REPLICA_TIMEOUT_MS, REPLICA_TIMEOUT_MS
 
     tried: list[str] = []
     scripted = False

@@ -139,7 +139,8 @@ def _cmd_doctor_valkey(args: argparse.Namespace) -> int:
     import redis
     import redis.cluster
 
-    from ..._stores.valkey.store import DEFAULT_PREFIX, SCHEMES, _masked, _redis_url
+    from ..._stores.valkey.connection import masked, redis_url
+    from ..._stores.valkey.store import DEFAULT_PREFIX, SCHEMES
     from .. import doctor, doctor_valkey
 
     url = args.valkey_url
@@ -150,9 +151,9 @@ def _cmd_doctor_valkey(args: argparse.Namespace) -> int:
     prefix = DEFAULT_PREFIX if args.prefix is None else args.prefix
     if "{" in prefix or "}" in prefix:
         raise CommandError("--prefix has no braces (the store refuses such a prefix)")
-    where = _masked(url)
+    where = masked(url)
     options: dict[str, Any] = {"socket_timeout": 5, "socket_connect_timeout": 3}
-    client = redis.Redis.from_url(_redis_url(url), **options)
+    client = redis.Redis.from_url(redis_url(url), **options)
     built: list[Any] = []
 
     def connect() -> Any:
@@ -160,7 +161,7 @@ def _cmd_doctor_valkey(args: argparse.Namespace) -> int:
         slots' nodes as it starts), else the node's."""
         if not args.cluster:
             return client
-        built.append(redis.cluster.RedisCluster.from_url(_redis_url(url), **options))
+        built.append(redis.cluster.RedisCluster.from_url(redis_url(url), **options))
         return built[-1]
 
     try:

@@ -68,10 +68,11 @@ def store_for(args: argparse.Namespace) -> ValkeyStore:
 
 def where(args: argparse.Namespace) -> str:
     """The server and prefix, as a line names them (the password masked)."""
-    from ..._stores.valkey.store import DEFAULT_PREFIX, _masked
+    from ..._stores.valkey.connection import masked
+    from ..._stores.valkey.store import DEFAULT_PREFIX
 
     prefix = DEFAULT_PREFIX if args.prefix is None else args.prefix
-    return f"Valkey {_masked(args.valkey_url)} (prefix {prefix})"
+    return f"Valkey {masked(args.valkey_url)} (prefix {prefix})"
 
 
 def check_mode(store: ValkeyStore, args: argparse.Namespace) -> None:

@@ -22,7 +22,11 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 from typing import Any
+
+from .connection import redis_module
+from .scripts import WAKE_KEEP_MS
 
 WAKE_BLOCK_SHARE = 0.8
 """A waiter blocks at most this share of the socket's timeout at a time: the timeout must not
@@ -46,6 +50,31 @@ class Waiters:
     def token(self) -> str:
         """This thread's waiter token: a thread waits on one key at a time."""
         return f"{self.waiter}.{threading.get_ident()}"
+
+    def wait(self, client: Any, arm: Any, key: str, seen: Any, timeout_s: float) -> None:
+        """`ValkeyStore.wait_for_change` on the record `key`: `arm` (the ARM script) adds
+        this waiter while the record is still `seen`, then it blocks within the limits."""
+        deadline = time.monotonic() + timeout_s
+        slots, longest = self.limits(client)
+        if not slots.acquire(blocking=False):
+            time.sleep(max(0.0, timeout_s))  # as on a store that does not wake
+            return
+        token = self.token()
+        wake = f"{key}:wake:{token}"
+        lease = "" if seen.lease_until is None else str(seen.lease_until)
+        args = [seen.status.value, seen.owner or "", lease, token, str(WAKE_KEEP_MS)]
+        try:
+            if not arm(keys=[key, f"{key}:waiters", wake], args=args):
+                return
+            block = min(deadline - time.monotonic(), longest)
+            if block >= WAKE_MIN_BLOCK_SECONDS:
+                client.blpop([wake], timeout=round(block, 3))
+        except redis_module().exceptions.RedisError:
+            left = deadline - time.monotonic()
+            if left > 0:
+                time.sleep(left)
+        finally:
+            slots.release()
 
     def limits(self, client: Any) -> tuple[threading.BoundedSemaphore, float]:
         """(the blocks allowed at once, the longest block in seconds) for `client`."""

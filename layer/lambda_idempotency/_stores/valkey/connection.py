@@ -1,0 +1,188 @@
+"""A ValkeyStore's client, and what its failures mean: the one place redis-py is built and its
+errors become `StoreError`s (what failed, whether retrying may help, whether a write may
+have landed; never a key or a payload).
+
+A client built from a URL makes no retries of its own: each script is safe to send again,
+but only the protocol knows when (it retries completions with a backoff, and answers a failed
+claim before its effect runs), and an error says truthfully whether anything went out. A
+cluster client keeps redis-py's re-routing (MOVED after a failover, a node gone). A pooled
+connection the server closed while the function was frozen is found closed when it leaves
+the pool, and replaced. Its pool blocks: a call that finds every connection busy waits for
+one. A standalone client's pool with no free connection sent nothing (redis-py takes the
+connection before any attempt), so a call on a given client's full pool waits for one too,
+up to the store's timeout (`waking` says why pools fill: blocked waiters).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..._base.errors import STORED_RECORD_UNREADABLE, StoreError, unreadable
+
+CONNECT_TIMEOUT_SECONDS = 2.0
+POOL_CONNECTIONS = 100
+"""The connections a client built from a URL opens at most (redis-py's default)."""
+POOL_EXHAUSTED = "PoolExhausted"
+"""The `StoreError.code` of a call that found no free connection in time: nothing was sent."""
+POOL_RETRY_FIRST_SECONDS = 0.001
+POOL_RETRY_MAX_SECONDS = 0.05
+"""A call on a given client's full pool is sent again after these pauses, doubling."""
+_POOL_EXHAUSTED_SAID = ("Too many connections", "No connection available.")
+
+
+def redis_module() -> Any:
+    """redis-py, or the error naming the extra that brings it."""
+    try:
+        import redis
+    except ImportError as exc:  # pragma: no cover - exercised where redis-py is absent
+        from ..._base.extras import MissingExtraError
+
+        raise MissingExtraError(
+            "ValkeyStore needs redis-py: pip install 'lambda-idempotency[valkey]'",
+            extra="valkey",
+            module="redis",
+        ) from exc
+    return redis
+
+
+def build_client(url: str, *, cluster: bool, timeout: float) -> Any:
+    """A client of `url` (the module docstring says how it is built, and why)."""
+    redis = redis_module()
+    options: dict[str, Any] = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": min(timeout, CONNECT_TIMEOUT_SECONDS),
+        "max_connections": POOL_CONNECTIONS,
+        "timeout": timeout,  # the blocking pool's wait for a free connection
+    }
+    if cluster:
+        from redis.cluster import RedisCluster
+
+        options["connection_pool_class"] = redis.BlockingConnectionPool
+        return RedisCluster.from_url(redis_url(url), **options)
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    pool = redis.BlockingConnectionPool.from_url(
+        redis_url(url), retry=Retry(NoBackoff(), 0), **options
+    )
+    client = redis.Redis(connection_pool=pool)
+    client.auto_close_connection_pool = True
+    return client
+
+
+def call(
+    client: Any,
+    send: Callable[[Any], Any],
+    step: str,
+    pk: str | None,
+    *,
+    timeout: float,
+    knows_unsent: bool,
+) -> Any:
+    """`send(client)`'s answer, or its failure as a StoreError. `knows_unsent`: a failure to
+    connect sent nothing (a client built from a URL: no attempt before it)."""
+    errors = redis_module().exceptions
+    standalone = not hasattr(client, "get_node_from_key")
+    give_up = time.monotonic() + timeout
+    pause = POOL_RETRY_FIRST_SECONDS
+    while True:
+        try:
+            return send(client)
+        except errors.RedisError as exc:
+            exhausted = standalone and pool_exhausted(errors, exc)
+            if exhausted and time.monotonic() + pause < give_up:
+                time.sleep(pause)  # nothing was sent: send it once a connection is free
+                pause = min(pause * 2, POOL_RETRY_MAX_SECONDS)
+                continue
+            if exhausted:
+                raise error(step, POOL_EXHAUSTED, pk, retryable=True, maybe_applied=False) from exc
+            raise store_error(errors, exc, step, pk, knows_unsent=knows_unsent) from exc
+
+
+def pool_exhausted(errors: Any, exc: Exception) -> bool:
+    """Whether `exc` says the pool had no connection to give: raised before anything is sent
+    (MaxConnectionsError, or the messages of older redis-py and of a blocking pool)."""
+    if isinstance(exc, getattr(errors, "MaxConnectionsError", ())):
+        return True
+    return isinstance(exc, errors.ConnectionError) and str(exc) in _POOL_EXHAUSTED_SAID
+
+
+def store_error(
+    errors: Any, exc: Exception, step: str, pk: str | None, *, knows_unsent: bool
+) -> StoreError:
+    """redis-py's error as the library's. A refusal the server answered (READONLY from a
+    replica after a failover, MOVED/ASK/TRYAGAIN, LOADING, NOSCRIPT, OOM) ran nothing: retry.
+    A connection that dropped or timed out after the request left may have run it: a write
+    may have landed. A failure to connect sent nothing, when the client made no attempt
+    before it (`knows_unsent`)."""
+    name = type(exc).__name__
+    writes = step not in ("get", "scan")
+    refused = (
+        errors.ReadOnlyError,
+        errors.BusyLoadingError,
+        errors.NoScriptError,
+        errors.TryAgainError,
+        errors.AskError,
+        errors.MovedError,
+        errors.ClusterDownError,
+    )
+    if isinstance(exc, refused):
+        return error(step, name, pk, retryable=True, maybe_applied=False)
+    if isinstance(exc, errors.AuthenticationError | errors.AuthorizationError):
+        return error(step, name, pk, retryable=False, maybe_applied=False)
+    if isinstance(exc, errors.ConnectionError | errors.TimeoutError | errors.ClusterError):
+        unsent = knows_unsent and "connecting to" in str(exc)
+        return error(step, name, pk, retryable=True, maybe_applied=writes and not unsent)
+    if isinstance(exc, getattr(errors, "OutOfMemoryError", ())) or str(exc).startswith("OOM"):
+        # redis-py strips the OOM code from the message where it has a class for it
+        return error(step, "OOM", pk, retryable=True, maybe_applied=False)
+    if isinstance(exc, errors.ResponseError) and str(exc).startswith("WRONGTYPE"):
+        # The record's key holds no hash: nothing this library wrote. Nothing ran.
+        return unreadable(STORED_RECORD_UNREADABLE, "not a hash", key_hash=pk, step=step)
+    # A script that failed as it ran (`user_script` in its error) keeps the writes it made
+    # before failing: a writing step's may have landed. BUSY (another script running) ran none.
+    message = str(exc)
+    ran = isinstance(exc, errors.ResponseError) and "script" in message
+    ran = ran and not message.startswith("BUSY")
+    return error(step, name, pk, retryable=False, maybe_applied=writes and ran)
+
+
+def error(
+    step: str, reason: str, pk: str | None, *, retryable: bool, maybe_applied: bool
+) -> StoreError:
+    return StoreError(
+        f"Valkey {step} failed ({reason})",
+        key_hash=pk,
+        code=reason,
+        retryable=retryable,
+        maybe_applied=maybe_applied,
+        step=step,
+    )
+
+
+def decodes(client: Any) -> bool:
+    """Whether a given client answers text (it must answer bytes: results are binary)."""
+    try:
+        return bool(client.get_encoder().decode_responses)
+    except AttributeError:
+        return False
+
+
+def redis_url(url: str) -> str:
+    """A `valkey://`/`valkeys://` URL as redis-py reads it."""
+    for scheme, meant in (("valkey://", "redis://"), ("valkeys://", "rediss://")):
+        if url.startswith(scheme):
+            return meant + url[len(scheme) :]
+    return url
+
+
+def masked(url: str) -> str:
+    """The URL without its password."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not at:
+        return url
+    user = credentials.partition(":")[0]
+    return f"{scheme}{sep}{user}:***@{host}"
