@@ -278,9 +278,22 @@ def _given() -> list[StoreFactory] | None:
 _GIVEN = _given()
 
 
+NOT_CONCURRENT = {
+    "moto-native": "moto's in-process DynamoDB (5.x) checks a write's condition and writes the "
+    "item as two Python steps, with no lock: two threads' conditional writes on one key both "
+    "land now and then, where DynamoDB's never do (8 threads, plain boto3: 2 winners in 1 "
+    "round of 200). The same store's code races on DynamoDB Local, in three layouts."
+}
+"""Built-in stores whose backend is not atomic across threads: the race tests (a module with
+`RACES = True`) are not generated for them, since they would fail on the backend, not the
+store. A store of your own runs them all."""
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "store_factory" in metafunc.fixturenames:
         names = list(BUILT_IN) if _GIVEN is None else [f.name for f in _GIVEN]
+        if getattr(metafunc.module, "RACES", False) and _GIVEN is None:
+            names = [name for name in names if name not in NOT_CONCURRENT]
         params = [
             pytest.param(name, marks=pytest.mark.valkey) if name.startswith("valkey") else name
             for name in names

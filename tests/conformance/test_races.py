@@ -44,21 +44,8 @@ SMALL = encode({"order": "o-1", "total": 42}).blob
 R = TypeVar("R")
 
 
-NOT_ATOMIC = {
-    "moto-native": "moto's DynamoDB (5.x) checks a write's condition and writes the item as two "
-    "Python steps, with no lock: two threads' conditional writes on one key both land now and "
-    "then, where DynamoDB's never do. The same store's code keeps the promise on DynamoDB Local."
-}
-"""Stores under test whose backend is not atomic across threads: their races are expected to
-fail (sometimes), and each run says so in its summary (XFAIL, or XPASS when no round caught
-it), never silently."""
-
-
-@pytest.fixture(autouse=True)
-def _backend_not_atomic(request: pytest.FixtureRequest, store_factory: StoreFactory) -> None:
-    reason = NOT_ATOMIC.get(store_factory.name)
-    if reason is not None:
-        request.applymarker(pytest.mark.xfail(reason=reason, strict=False))
+RACES = True
+"""Run on every store whose backend serves concurrent callers (conftest, `NOT_CONCURRENT`)."""
 
 
 def owner() -> str:
