@@ -72,6 +72,7 @@ from ..dynamodb.layout import NATIVE_KEYS, TOMBSTONE_SECONDS
 from ..record import Record, ScanPage, Status, StoredForm
 from . import scripts
 from .connection import build_client, call, decodes, masked, redis_module
+from .lean import LeanSender, unsent
 from .reading import record_of
 from .replicas import WAIT_FAILS, ReplicaWait, refusal
 from .waking import Waiters
@@ -169,6 +170,8 @@ class ValkeyStore:
         self._scripts: dict[str, Any] | None = None
         self._building = threading.Lock()
         self._knows_unsent = False
+        self._lean: LeanSender | None = None
+        """The lean path's sender, on a standalone client the store built (`lean`)."""
         """Whether a failure to connect means nothing was sent: true of the clients this
         store builds (redis-py retries nothing on them: a retry hides whether an earlier
         attempt went out), false of a client given, which may retry or re-route."""
@@ -186,7 +189,7 @@ class ValkeyStore:
         self._waiters = Waiters(self._timeout)
         self._building = threading.Lock()  # a fork copies one another thread held as held
         if self._url is not None:
-            self._client = None
+            self._client, self._lean = None, None
             self._scripts = None
 
     def __repr__(self) -> str:
@@ -207,10 +210,12 @@ class ValkeyStore:
         if self._client is None:
             with self._building:
                 if self._client is None:
-                    self._client = build_client(
+                    client = build_client(
                         self._url or "", cluster=self._cluster, timeout=self._timeout
                     )
+                    self._lean = None if self._cluster else LeanSender(client)
                     self._knows_unsent = not self._cluster
+                    self._client = client
         return self._client
 
     def close(self) -> None:
@@ -218,7 +223,7 @@ class ValkeyStore:
         opens new ones). A client you gave stays yours to close."""
         client = self._client
         if self._url is not None and client is not None:
-            self._client, self._scripts = None, None
+            self._client, self._scripts, self._lean = None, None, None
             self._waiters = Waiters(self._timeout)
             client.close()
             for node in client.get_nodes() if self._cluster else ():
@@ -491,8 +496,13 @@ class ValkeyStore:
 
     def _run(self, name: str, pk: str, args: list[Any]) -> Any:
         script = self._script(name)
-        key = self.key_of(pk)
-        return self._call(name, pk, lambda client: script(keys=[key], args=[_arg(a) for a in args]))
+        key, values = self.key_of(pk), [_arg(a) for a in args]
+        lean = self._lean
+        if lean is not None and lean.serves():
+            answer = self._call(name, pk, lambda _: lean.evalsha(script, key, values))
+            if not unsent(answer):
+                return answer
+        return self._call(name, pk, lambda client: script(keys=[key], args=values))
 
     def _written(
         self, name: str, pk: str, args: list[Any], *, undo: tuple[str, int] | None = None

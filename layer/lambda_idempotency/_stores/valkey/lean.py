@@ -1,0 +1,163 @@
+"""The lean path of a ValkeyStore built from a URL: a protocol step's script sent as one packed
+EVALSHA on a connection the store keeps, its answer read by the connection's own parser,
+without redis-py's per-command machinery (a pool checkout and return, each with its
+observability bookkeeping, the retry wrapper, the command's packing arg by arg, the
+response callbacks): about half the client CPU of a call (docs/valkey.md, "Speed").
+
+**Only where nothing is lost by it.** The store built the client (standalone, no retries, no
+subclass of a user's); `redis.Redis.execute_command` is still redis-py's own (a tracer that
+wraps it, OpenTelemetry's or Datadog's instrumentation, then sees every command through the
+client instead: the check is made on each call, so one installed later is honoured at once);
+and redis-py's own metrics (`redis.observability`) are off. Otherwise, and for everything but
+a script without WAIT (pipelines, blocks, scans), the client sends.
+
+**Connections.** At most `KEPT` connections are taken from the client's pool and kept by the
+store, in a list any thread pops one from and puts it back to (atomic under the GIL): a call
+that finds none free, with `KEPT` already taken, is sent by the client, through the pool. A
+few connections serve a Lambda function's one thread, or a web app's busiest, and the pool
+keeps the rest for waiters' blocks and for every other thread (`waking`). A kept connection
+is checked as the pool checks one on its way out: one the server closed while the function
+was frozen (or with bytes unread) is reconnected before anything is sent on it. One that
+failed mid-call is disconnected, and reconnects on its next use. A forked child never uses
+its parent's: the store renews (`_base.lifecycle`), and each checkout compares the pid.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from .connection import redis_module
+
+KEPT = 4
+"""The most connections the lean path keeps out of a pool of `connection.POOL_CONNECTIONS`."""
+
+
+class LeanSender:
+    """Sends one script call on a kept connection of `client`'s pool (the module docstring)."""
+
+    def __init__(self, client: Any) -> None:
+        redis = redis_module()
+        self._pool = client.connection_pool
+        self._errors = redis.exceptions
+        own = redis.Redis.execute_command
+        self._genuine = None if hasattr(own, "__wrapped__") else own
+        self._free: list[Any] = []
+        self._taken = 0
+        self._taking = threading.Lock()
+        self._pid = os.getpid()
+
+    def serves(self) -> bool:
+        """Whether the lean path may send now: nothing of the client's would be skipped."""
+        redis = redis_module()
+        return (
+            self._genuine is not None
+            and redis.Redis.execute_command is self._genuine
+            and self._pid == os.getpid()
+            and not _metrics_on()
+        )
+
+    def evalsha(self, script: Any, key: str, values: list[Any]) -> Any:
+        """EVALSHA of `script` (a redis-py Script: `.sha`, `.script`) on `key` with `values`,
+        loading the script once on NOSCRIPT, as redis-py's Script does. None when no kept
+        connection is free: the caller sends through the client."""
+        connection = self._checkout()
+        if connection is None:
+            return _UNSENT
+        try:
+            try:
+                return self._exchange(connection, _packed(script.sha, key, values))
+            except self._errors.NoScriptError:
+                script.sha = _text(self._exchange(connection, _packed_load(script.script)))
+                return self._exchange(connection, _packed(script.sha, key, values))
+        finally:
+            self._free.append(connection)
+
+    def _exchange(self, connection: Any, packed: bytes) -> Any:
+        try:
+            connection.send_packed_command([packed], check_health=False)
+            return connection.read_response()
+        except self._errors.ResponseError:
+            raise  # the server answered: the connection is in step
+        except BaseException:
+            connection.disconnect()  # a half-read answer must not be the next call's
+            raise
+
+    def _checkout(self) -> Any:
+        try:
+            connection = self._free.pop()
+        except IndexError:
+            connection = self._take()
+            if connection is None:
+                return None
+        try:
+            if connection.can_read():  # closed by the server, or bytes nobody asked for
+                raise self._errors.ConnectionError("a kept connection has data")
+        except (self._errors.ConnectionError, self._errors.TimeoutError, OSError):
+            connection.disconnect()
+            try:
+                connection.connect()
+            except BaseException:
+                self._free.append(connection)
+                raise
+        return connection
+
+    def _take(self) -> Any:
+        """A connection from the pool, kept from now on; None when `KEPT` are taken."""
+        with self._taking:
+            if self._taken >= KEPT:
+                return None
+            self._taken += 1
+        try:
+            return self._pool.get_connection()
+        except BaseException:
+            with self._taking:
+                self._taken -= 1
+            raise
+
+
+_UNSENT = object()
+"""`LeanSender.evalsha`'s answer when it sent nothing (no kept connection free)."""
+
+
+def unsent(answer: Any) -> bool:
+    return answer is _UNSENT
+
+
+def _packed(sha: str, key: str, values: list[Any]) -> bytes:
+    """EVALSHA sha 1 key values... as RESP: a count, then each argument's length and bytes."""
+    parts = [b"EVALSHA", sha.encode(), b"1", key.encode()]
+    parts += [v if isinstance(v, bytes) else str(v).encode() for v in values]
+    return _resp(parts)
+
+
+def _packed_load(source: str) -> bytes:
+    return _resp([b"SCRIPT", b"LOAD", source.encode()])
+
+
+def _resp(parts: list[bytes]) -> bytes:
+    out = [b"*%d\r\n" % len(parts)]
+    for part in parts:
+        out.append(b"$%d\r\n" % len(part))
+        out.append(part)
+        out.append(b"\r\n")
+    return b"".join(out)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _metrics_on() -> bool:
+    """Whether redis-py's own OpenTelemetry metrics are on (redis-py 8: `redis.observability`),
+    which count each command its client sends."""
+    try:
+        from redis.observability.providers import get_observability_instance
+    except ImportError:
+        return False
+    try:
+        manager = get_observability_instance().get_provider_manager()
+    except Exception:  # an observability we cannot read: assume it counts
+        return True
+    return manager is not None and bool(manager.config.enabled_telemetry)
