@@ -37,6 +37,7 @@ from lambda_idempotency import (
     idempotent_function,
 )
 from lambda_idempotency._protocol.durable import owner_token
+from lambda_idempotency._stores.contract import IdempotencyStore
 from lambda_idempotency._stores.record import Status
 
 pytestmark = pytest.mark.dynamodb_local
@@ -558,6 +559,22 @@ def test_a_forced_release_of_a_durable_holder_in_every_order(
     order: tuple[str, ...],
     flag: str,
 ) -> None:
+    forced_release_in_order(
+        store,
+        runner_for,
+        lambda pk: release_cli(store, dynamodb_local_endpoint, pk, flag),
+        order,
+        flag,
+    )
+
+
+def forced_release_in_order(
+    store: IdempotencyStore,
+    runner_for: Callable[[Handler], DurableFunctionTestRunner],
+    release_pk: Callable[[str], int],
+    order: tuple[str, ...],
+    flag: str,
+) -> None:
     """A claims and charges; then suspend, an operator's release, resume and a new execution
     B with the key happen in every order. `--force` refuses a durable holder (its lease is
     the execution's whole timeout): one charge in every order. `--force-durable` releases
@@ -578,7 +595,7 @@ def test_a_forced_release_of_a_durable_holder_in_every_order(
     b = ""
 
     def release() -> None:
-        released.append(release_cli(store, dynamodb_local_endpoint, pk, flag))
+        released.append(release_pk(pk))
 
     suspended_at = order.index("suspend")
     live = list(itertools.takewhile(lambda event: event == "release", order[:suspended_at]))

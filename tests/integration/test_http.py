@@ -13,6 +13,8 @@ from lambda_idempotency import (
     DynamoDBStore,
     NotAnHttpEventError,
     PayloadMismatchError,
+    Status,
+    ValkeyStore,
     idempotent_function,
     idempotent_http,
 )
@@ -57,8 +59,13 @@ def post(shape: str, key: str | None = KEY, body: str = BODY, **request: Any) ->
     return http_event(shape, headers=headers, body=body, **request)
 
 
-def stored_keys(store: DynamoDBStore) -> list[str]:
-    """Keys a record holds: a release leaves only a tombstone, which holds nothing."""
+def stored_keys(store: DynamoDBStore | ValkeyStore) -> list[str]:
+    """Keys a record holds: a release leaves only a tombstone, which holds nothing. (The
+    store is empty at the test's start: a table, or a Valkey prefix, of its own.)"""
+    if isinstance(store, ValkeyStore):
+        found = (store.pk_of(key) for key in store.client.scan_iter(match=f"{store.prefix}*"))
+        records = [store.get(pk) for pk in found if pk is not None]
+        return [r.pk for r in records if r is not None and r.status is not Status.RELEASED]
     items = store.client.scan(TableName=store.table_name)["Items"]
     return [item["pk"]["S"] for item in items if item["status"]["S"] != "RELEASED"]
 
