@@ -84,14 +84,15 @@ def call(
     """`send(client)`'s answer, or its failure as a StoreError. `knows_unsent`: a failure to
     connect sent nothing (a client built from a URL: no attempt before it)."""
     errors = redis_module().exceptions
-    standalone = not hasattr(client, "get_node_from_key")
-    give_up = time.monotonic() + timeout
+    give_up = 0.0
     pause = POOL_RETRY_FIRST_SECONDS
     while True:
         try:
             return send(client)
         except errors.RedisError as exc:
+            standalone = not hasattr(client, "get_node_from_key")
             exhausted = standalone and pool_exhausted(errors, exc)
+            give_up = give_up or time.monotonic() + timeout
             if exhausted and time.monotonic() + pause < give_up:
                 time.sleep(pause)  # nothing was sent: send it once a connection is free
                 pause = min(pause * 2, POOL_RETRY_MAX_SECONDS)

@@ -25,6 +25,7 @@ its parent's: the store renews (`_base.lifecycle`), and each checkout compares t
 from __future__ import annotations
 
 import os
+import select
 import threading
 from typing import Any
 
@@ -39,6 +40,7 @@ class LeanSender:
 
     def __init__(self, client: Any) -> None:
         redis = redis_module()
+        self._redis = redis
         self._pool = client.connection_pool
         self._errors = redis.exceptions
         own = redis.Redis.execute_command
@@ -50,10 +52,9 @@ class LeanSender:
 
     def serves(self) -> bool:
         """Whether the lean path may send now: nothing of the client's would be skipped."""
-        redis = redis_module()
         return (
             self._genuine is not None
-            and redis.Redis.execute_command is self._genuine
+            and self._redis.Redis.execute_command is self._genuine
             and self._pid == os.getpid()
             and not _metrics_on()
         )
@@ -91,16 +92,16 @@ class LeanSender:
             connection = self._take()
             if connection is None:
                 return None
+        sock = connection._sock
         try:
-            if connection.can_read():  # closed by the server, or bytes nobody asked for
-                raise self._errors.ConnectionError("a kept connection has data")
-        except (self._errors.ConnectionError, self._errors.TimeoutError, OSError):
-            connection.disconnect()
-            try:
+            if sock is None or _readable(sock):
+                # never connected, closed by the server while the function was frozen, or
+                # bytes nobody asked for: a fresh connection before anything is sent on it
+                connection.disconnect()
                 connection.connect()
-            except BaseException:
-                self._free.append(connection)
-                raise
+        except BaseException:
+            self._free.append(connection)
+            raise
         return connection
 
     def _take(self) -> Any:
@@ -115,6 +116,16 @@ class LeanSender:
             with self._taking:
                 self._taken -= 1
             raise
+
+
+def _readable(sock: Any) -> bool:
+    """Whether an idle connection's socket has anything to read (an EOF included): `poll`,
+    which takes any descriptor (`select` fails past 1024), where the platform has it."""
+    if not hasattr(select, "poll"):  # pragma: no cover - Windows
+        return bool(select.select((sock,), (), (), 0)[0])
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 _UNSENT = object()
@@ -137,27 +148,35 @@ def _packed_load(source: str) -> bytes:
 
 
 def _resp(parts: list[bytes]) -> bytes:
-    out = [b"*%d\r\n" % len(parts)]
-    for part in parts:
-        out.append(b"$%d\r\n" % len(part))
-        out.append(part)
-        out.append(b"\r\n")
-    return b"".join(out)
+    return b"*%d\r\n" % len(parts) + b"".join([b"$%d\r\n%b\r\n" % (len(p), p) for p in parts])
 
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _metrics_on() -> bool:
-    """Whether redis-py's own OpenTelemetry metrics are on (redis-py 8: `redis.observability`),
-    which count each command its client sends."""
+def _observability() -> Any:
     try:
         from redis.observability.providers import get_observability_instance
     except ImportError:
+        return None
+    return get_observability_instance
+
+
+_OBSERVABILITY: list[Any] = []
+"""redis-py's `get_observability_instance` (None before redis-py 8), looked up once."""
+
+
+def _metrics_on() -> bool:
+    """Whether redis-py's own OpenTelemetry metrics are on (redis-py 8: `redis.observability`),
+    which count each command its client sends."""
+    if not _OBSERVABILITY:
+        _OBSERVABILITY.append(_observability())
+    instance = _OBSERVABILITY[0]
+    if instance is None:
         return False
     try:
-        manager = get_observability_instance().get_provider_manager()
+        manager = instance().get_provider_manager()
     except Exception:  # an observability we cannot read: assume it counts
         return True
     return manager is not None and bool(manager.config.enabled_telemetry)
