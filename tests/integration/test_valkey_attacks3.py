@@ -833,17 +833,7 @@ def test_a_holder_that_fails_after_its_clock_stepped_frees_its_key_at_once(
     [
         pytest.param(0, id="none"),
         pytest.param(-HOUR, id="back"),
-        pytest.param(
-            HOUR,
-            id="forward",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="a holder whose clock steps forward past its lease just before its "
-                "heartbeat block ends gets LeaseLostError though the server still holds its "
-                "key (the block judges the lease on the holder's clock): nothing is "
-                "completed, the key is released, and the retry runs the effect again",
-            ),
-        ),
+        pytest.param(HOUR, id="forward"),
     ],
 )
 def test_a_step_forward_just_before_a_heartbeat_block_ends_loses_nothing(

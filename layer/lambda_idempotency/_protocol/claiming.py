@@ -17,6 +17,7 @@ import math
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
+from .._base.clock import monotonic_ms
 from .._base.errors import InProgressError, LeaseLostError, NewerFormatError, StoreError
 from .._stores.record import Record, Status
 from . import completing as _completing
@@ -110,12 +111,14 @@ def claim(
     except StoreError as exc:  # nothing was sent: nothing to release
         engine._count("store_error", logging.ERROR, pk, step="claim", code=exc.code)
         raise
-    now = engine.settings.clock.now_ms()
+    clock = engine.settings.clock
+    now, ticks = clock.now_ms(), monotonic_ms(clock)
     lease_ms = engine._lease_ms(context)
     lease_until = now + lease_ms
     if durable is not None:
         lease_until = durable.lease_until_ms(now, engine.settings.lease_seconds)
     execution.lease_until_ms = lease_until
+    execution._lease_end_ms = ticks + lease_until - now
     execution.answer_by_ms = answer_by_ms(context, now)
     try:
         won, other = store.claim(
@@ -146,6 +149,8 @@ def claim(
         if other.claimed_at is not None and other.claimed_at < now:
             execution.claimed_at_ms = other.claimed_at
             execution.lease_until_ms = other.lease_until
+            if other.lease_until is not None:
+                execution._lease_end_ms = ticks + other.lease_until - other.judged_at(now)
             engine._count("resumed", logging.DEBUG, pk)
             return True, None, now
         won, other = True, None
@@ -294,8 +299,10 @@ def extend_lease(
     """`current_execution().extend_lease`: a fenced write of our claim with a later lease
     (never an earlier one). LeaseLostError when another claim holds the key now."""
     pk, owner = execution.key_hash or "", execution.owner or ""
-    now = engine.settings.clock.now_ms()
+    clock = engine.settings.clock
+    now, ticks = clock.now_ms(), monotonic_ms(clock)
     lease_until = max(now + int(seconds * 1000), execution.lease_until_ms or now)
+    lease_end = max(ticks + int(seconds * 1000), execution._lease_end_ms or ticks)
     try:
         extended, held = store.extend_lease(
             pk,
@@ -327,6 +334,7 @@ def extend_lease(
             key_hash=pk,
         )
     execution.lease_until_ms = lease_until
+    execution._lease_end_ms = lease_end
     engine._count("lease_extended", logging.DEBUG, pk, lease_until=lease_until)
     return lease_until
 

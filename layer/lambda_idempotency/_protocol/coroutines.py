@@ -101,7 +101,7 @@ async def _protected(
     execution._extender = lambda seconds: _claiming.extend_lease(
         engine, store, execution, payload_hash, seconds
     )
-    execution._now = engine.settings.clock.now_ms
+    execution._clock = engine.settings.clock
     execution._unsettled = []
     token = _execution.activate(execution)
     cancelled = False  # while the last beat settled, after the effect: complete, then cancel

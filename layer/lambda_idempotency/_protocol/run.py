@@ -96,7 +96,7 @@ class Idempotency(Engine):
         execution._extender = lambda seconds: _claiming.extend_lease(
             self, store, execution, payload_hash, seconds
         )
-        execution._now = self.settings.clock.now_ms
+        execution._clock = self.settings.clock
         token = _execution.activate(execution)
         try:
             result = call()
