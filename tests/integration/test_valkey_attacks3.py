@@ -547,17 +547,7 @@ def test_a_zombie_whose_key_was_taken_over_cannot_extend_or_complete_whatever_th
 @pytest.mark.parametrize(
     "step_ms",
     [
-        pytest.param(
-            -HOUR,
-            id="back",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="a waiter whose clock steps back an hour mid-wait waits past its "
-                "max_wait_seconds (2 s) until the holder answers, up to an hour: its "
-                "deadline is on its own clock, so the step adds an hour to it (in Lambda, "
-                "the invocation times out instead of answering 409)",
-            ),
-        ),
+        pytest.param(-HOUR, id="back"),
         pytest.param(HOUR, id="forward"),
     ],
 )
