@@ -597,17 +597,7 @@ def test_a_waiter_whose_clock_steps_neither_runs_over_a_beating_holder_nor_waits
     [
         pytest.param(0, id="none"),
         pytest.param(HOUR, id="forward"),
-        pytest.param(
-            -HOUR,
-            id="back",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="a warm container whose clock steps back an hour keeps replaying a "
-                "result from its cache for an hour past its TTL: after the record expired on "
-                "the server and another container ran the key again, this one still answers "
-                "the old result (the cache's deadline is judged on the container's clock)",
-            ),
-        ),
+        pytest.param(-HOUR, id="back"),
     ],
 )
 @pytest.mark.parametrize("cached_by", ["completion", "replay"])

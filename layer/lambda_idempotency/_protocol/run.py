@@ -71,9 +71,8 @@ class Idempotency(Engine):
         if identity is None:
             return self._run_unprotected(call)
         pk, payload_hash = identity
-        now = self.settings.clock.now_ms()
         if self.cache is not None:
-            cached = _replaying.from_cache(self, pk, payload_hash, now)
+            cached = _replaying.from_cache(self, pk, payload_hash)
             if cached is not _replaying.MISS:
                 return cached  # type: ignore[no-any-return]
 
