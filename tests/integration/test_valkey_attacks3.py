@@ -717,32 +717,12 @@ def test_every_extension_keeps_the_lease_held_and_covers_the_one_asked(
 # -- the operator's view of a holder whose clock stepped ---------------------------------------
 
 
-SCAN_MISDATES = (
-    "scan_stuck misdates a live holder by its clock's step: once an extension measured the "
-    "holder's offset anew, its claimed_at (on the clock before the step) maps an hour off"
-)
-
-
 @pytest.mark.parametrize(
     "step_ms",
     [
         pytest.param(0, id="none"),
-        pytest.param(
-            -HOUR,
-            id="back",
-            marks=pytest.mark.xfail(
-                strict=True, reason=SCAN_MISDATES + ": a claim made seconds ago is not listed"
-            ),
-        ),
-        pytest.param(
-            HOUR,
-            id="forward",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=SCAN_MISDATES + ": a live, beating call claimed seconds ago is listed "
-                "as claimed over ten minutes ago (an operator would force-release it)",
-            ),
-        ),
+        pytest.param(-HOUR, id="back"),
+        pytest.param(HOUR, id="forward"),
     ],
 )
 def test_scan_stuck_does_not_list_a_beating_holder_claimed_seconds_ago_after_its_clock_stepped(
