@@ -22,7 +22,10 @@ class Clock(Protocol):
     """What the protocol needs of time: wall-clock milliseconds, and a way to wait.
 
     A coroutine function's waits (`_protocol.coroutines`) await the clock's `async_sleep(seconds)`
-    if it has one; else its `sleep` runs in a worker thread, never on the event loop."""
+    if it has one; else its `sleep` runs in a worker thread, never on the event loop. What the
+    caller times itself (a heartbeat block's lease, a waiter's deadline, the warm cache) goes
+    by the clock's `monotonic_ms()` if it has one (`SystemClock`: an NTP step does not move
+    it), else by `now_ms` (`_base.clock.monotonic_ms`)."""
 
     def now_ms(self) -> int: ...
 

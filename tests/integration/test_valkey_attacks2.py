@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lambda_idempotency import InProgressError, StoreError, ValkeyStore, idempotent
+from lambda_idempotency import InProgressError, StoreError, SystemClock, ValkeyStore, idempotent
 from lambda_idempotency._dev.valkey_local import ValkeyServer
 from tests.conftest import call_until_the_key_frees
 
@@ -44,17 +44,15 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class SkewedClock:
-    """The real clock, off by a fixed amount (a caller whose NTP is broken)."""
+class SkewedClock(SystemClock):
+    """The real clock, its wall time off by a fixed amount (a caller whose NTP is broken):
+    its monotonic reading, as a machine's, is the system's own, which no step moves."""
 
     def __init__(self, offset_ms: int) -> None:
         self.offset_ms = offset_ms
 
     def now_ms(self) -> int:
         return now_ms() + self.offset_ms
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
 
 
 def claim(store: ValkeyStore, pk: str, *, lease_ms: int = 30_000, skew_ms: int = 0) -> bool:

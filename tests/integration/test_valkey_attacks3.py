@@ -547,17 +547,7 @@ def test_a_zombie_whose_key_was_taken_over_cannot_extend_or_complete_whatever_th
 @pytest.mark.parametrize(
     "step_ms",
     [
-        pytest.param(
-            -HOUR,
-            id="back",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="a waiter whose clock steps back an hour mid-wait waits past its "
-                "max_wait_seconds (2 s) until the holder answers, up to an hour: its "
-                "deadline is on its own clock, so the step adds an hour to it (in Lambda, "
-                "the invocation times out instead of answering 409)",
-            ),
-        ),
+        pytest.param(-HOUR, id="back"),
         pytest.param(HOUR, id="forward"),
     ],
 )
@@ -607,17 +597,7 @@ def test_a_waiter_whose_clock_steps_neither_runs_over_a_beating_holder_nor_waits
     [
         pytest.param(0, id="none"),
         pytest.param(HOUR, id="forward"),
-        pytest.param(
-            -HOUR,
-            id="back",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="a warm container whose clock steps back an hour keeps replaying a "
-                "result from its cache for an hour past its TTL: after the record expired on "
-                "the server and another container ran the key again, this one still answers "
-                "the old result (the cache's deadline is judged on the container's clock)",
-            ),
-        ),
+        pytest.param(-HOUR, id="back"),
     ],
 )
 @pytest.mark.parametrize("cached_by", ["completion", "replay"])
@@ -737,32 +717,12 @@ def test_every_extension_keeps_the_lease_held_and_covers_the_one_asked(
 # -- the operator's view of a holder whose clock stepped ---------------------------------------
 
 
-SCAN_MISDATES = (
-    "scan_stuck misdates a live holder by its clock's step: once an extension measured the "
-    "holder's offset anew, its claimed_at (on the clock before the step) maps an hour off"
-)
-
-
 @pytest.mark.parametrize(
     "step_ms",
     [
         pytest.param(0, id="none"),
-        pytest.param(
-            -HOUR,
-            id="back",
-            marks=pytest.mark.xfail(
-                strict=True, reason=SCAN_MISDATES + ": a claim made seconds ago is not listed"
-            ),
-        ),
-        pytest.param(
-            HOUR,
-            id="forward",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=SCAN_MISDATES + ": a live, beating call claimed seconds ago is listed "
-                "as claimed over ten minutes ago (an operator would force-release it)",
-            ),
-        ),
+        pytest.param(-HOUR, id="back"),
+        pytest.param(HOUR, id="forward"),
     ],
 )
 def test_scan_stuck_does_not_list_a_beating_holder_claimed_seconds_ago_after_its_clock_stepped(
@@ -833,17 +793,7 @@ def test_a_holder_that_fails_after_its_clock_stepped_frees_its_key_at_once(
     [
         pytest.param(0, id="none"),
         pytest.param(-HOUR, id="back"),
-        pytest.param(
-            HOUR,
-            id="forward",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="a holder whose clock steps forward past its lease just before its "
-                "heartbeat block ends gets LeaseLostError though the server still holds its "
-                "key (the block judges the lease on the holder's clock): nothing is "
-                "completed, the key is released, and the retry runs the effect again",
-            ),
-        ),
+        pytest.param(HOUR, id="forward"),
     ],
 )
 def test_a_step_forward_just_before_a_heartbeat_block_ends_loses_nothing(

@@ -3,7 +3,7 @@ result too large for it does to the others."""
 
 from __future__ import annotations
 
-from lambda_idempotency._protocol.engine import CachedResult, ResultCache
+from lambda_idempotency._protocol.engine import CachedResult, ResultCache, cache_until_ms
 
 NOW_S = 1_800_000_000
 
@@ -69,3 +69,16 @@ def test_a_result_too_large_for_the_cache_leaves_the_others_in_place() -> None:
     assert cache.get("huge", NOW_S * 1000) is None
     assert cache.get("a", NOW_S * 1000) is not None
     assert cache.get("b", NOW_S * 1000) is not None
+
+
+def test_an_entry_timed_on_the_monotonic_reading_ends_there_whatever_its_expiration() -> None:
+    """A result cached by the protocol ends at `until_ms`, on the clock's monotonic reading:
+    the time its record had left when it was read, counted from then (a wall clock that
+    steps later moves nothing)."""
+    until = cache_until_ms(NOW_S, judged_ms=NOW_S * 1000 + 400, ticks_ms=100)
+    assert until == 100 + 600
+    cache = ResultCache()
+    cache.put("k", CachedResult(NOW_S + 3600, None, b"x", until_ms=until))
+
+    assert cache.get("k", until - 1) is not None
+    assert cache.get("k", until) is None

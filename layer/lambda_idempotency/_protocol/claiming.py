@@ -17,6 +17,7 @@ import math
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
+from .._base.clock import monotonic_ms
 from .._base.errors import InProgressError, LeaseLostError, NewerFormatError, StoreError
 from .._stores.record import Record, Status
 from . import completing as _completing
@@ -78,8 +79,8 @@ def acquire(
         if engine.settings.on_in_progress == "raise":
             message = "another invocation is running with this key"
             raise in_progress(engine, held, held.judged_at(now), message)
-        if deadline is None:
-            deadline = now + engine._wait_budget_ms(context)
+        if deadline is None:  # on the monotonic reading: a step of our clock moves it not
+            deadline = monotonic_ms(engine.settings.clock) + engine._wait_budget_ms(context)
         skew = engine.settings.skew_ms
         contested = contested + 1 if _judged_free(held, held.judged_at(now), skew) else 0
         completed = yield from wait(engine, store, held, payload_hash, deadline, contested)
@@ -110,12 +111,14 @@ def claim(
     except StoreError as exc:  # nothing was sent: nothing to release
         engine._count("store_error", logging.ERROR, pk, step="claim", code=exc.code)
         raise
-    now = engine.settings.clock.now_ms()
+    clock = engine.settings.clock
+    now, ticks = clock.now_ms(), monotonic_ms(clock)
     lease_ms = engine._lease_ms(context)
     lease_until = now + lease_ms
     if durable is not None:
         lease_until = durable.lease_until_ms(now, engine.settings.lease_seconds)
     execution.lease_until_ms = lease_until
+    execution._lease_end_ms = ticks + lease_until - now
     execution.answer_by_ms = answer_by_ms(context, now)
     try:
         won, other = store.claim(
@@ -146,6 +149,8 @@ def claim(
         if other.claimed_at is not None and other.claimed_at < now:
             execution.claimed_at_ms = other.claimed_at
             execution.lease_until_ms = other.lease_until
+            if other.lease_until is not None:
+                execution._lease_end_ms = ticks + other.lease_until - other.judged_at(now)
             engine._count("resumed", logging.DEBUG, pk)
             return True, None, now
         won, other = True, None
@@ -213,30 +218,32 @@ def wait(
     poll backs off as a throttled one does, so a waiter never loops claim-refused-claim
     without a pause, whatever the store.
 
-    Our own clock keeps our deadline; `held` is judged by `Record.judged_at` (the store's
-    clock at the read, where it keeps one, moved on by ours since: `read`)."""
+    Our own clock keeps our deadline, on its monotonic reading (`deadline_ms`, as `ticks`),
+    so a step of its wall clock neither stretches the wait nor cuts it; `held` is judged by
+    `Record.judged_at` (the store's clock at the read, where it keeps one, moved on by the
+    time we measured since: `read`, a monotonic reading too)."""
     from . import waiting as _waiting
 
     clock = engine.settings.clock
     engine._count("waiting", logging.DEBUG, held.pk)
     skew = engine.settings.skew_ms
-    started = read = clock.now_ms()
+    started = read = monotonic_ms(clock)
     throttled = max(0, contested - 1)
     wakes = _waiting.wake_ups(store, clock)
     while True:
-        now = clock.now_ms()
-        judged = held.judged_at(now, read)
-        if now >= deadline_ms:
+        now, ticks = clock.now_ms(), monotonic_ms(clock)
+        judged = held.judged_at(now, now - (ticks - read))
+        if ticks >= deadline_ms:
             raise in_progress(engine, held, judged, "gave up waiting for the holder of this key")
         delay = _waiting.next_poll_ms(
             held,
             now_ms=judged,
-            started_ms=started + judged - now,
+            started_ms=judged - (ticks - started),
             skew_ms=skew,
             throttled=throttled,
             runs_ms=() if wakes is not None else engine.recent_runs_ms,
         )
-        pause = min(delay, deadline_ms - now) / 1000
+        pause = min(delay, deadline_ms - ticks) / 1000
         if wakes is None:
             yield pause
         else:  # blocked on the store until the holder's write wakes us, at most as long
@@ -255,7 +262,7 @@ def wait(
                 continue
             store_failed(engine, held.pk, "wait", exc)
             raise
-        throttled, read = 0, clock.now_ms()
+        throttled, read = 0, monotonic_ms(clock)
         if record is None:
             return None
         judged = record.judged_at(now)
@@ -294,8 +301,10 @@ def extend_lease(
     """`current_execution().extend_lease`: a fenced write of our claim with a later lease
     (never an earlier one). LeaseLostError when another claim holds the key now."""
     pk, owner = execution.key_hash or "", execution.owner or ""
-    now = engine.settings.clock.now_ms()
+    clock = engine.settings.clock
+    now, ticks = clock.now_ms(), monotonic_ms(clock)
     lease_until = max(now + int(seconds * 1000), execution.lease_until_ms or now)
+    lease_end = max(ticks + int(seconds * 1000), execution._lease_end_ms or ticks)
     try:
         extended, held = store.extend_lease(
             pk,
@@ -327,6 +336,7 @@ def extend_lease(
             key_hash=pk,
         )
     execution.lease_until_ms = lease_until
+    execution._lease_end_ms = lease_end
     engine._count("lease_extended", logging.DEBUG, pk, lease_until=lease_until)
     return lease_until
 

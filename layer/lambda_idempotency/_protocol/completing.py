@@ -17,11 +17,12 @@ import random
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
+from .._base.clock import monotonic_ms
 from .._base.errors import CompletionConflictError, DeferredResultError, LeaseLostError, StoreError
 from .._stores import encoding as _encoding
 from .._stores.record import Status
 from . import callables as _callables
-from .engine import CachedResult, Engine
+from .engine import CachedResult, Engine, cache_until_ms
 from .execution import Execution
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def complete(
     IN_PROGRESS until its lease lapses, and then a retry runs it again."""
     pk, owner = execution.key_hash or "", execution.owner or ""
     clock = engine.settings.clock
-    completed_at = clock.now_ms()
+    completed_at, ticks = clock.now_ms(), monotonic_ms(clock)
     expiration = engine._expiration(completed_at, None)
     answer_by = retry_until_ms(engine, execution, completed_at)
     form: StoredForm | None = None  # placed once: every attempt sends the same writes
@@ -169,7 +170,7 @@ def complete(
                 raise  # neither the enlisted writes nor the result landed; the key is free
             completed = True
             break
-    settle(engine, execution, completed, encoded, expiration, payload_hash, completed_at)
+    settle(engine, execution, completed, encoded, expiration, payload_hash, completed_at, ticks)
 
 
 def retry_until_ms(engine: Engine, execution: Execution, completed_at: int) -> int:
@@ -196,8 +197,11 @@ def settle(
     expiration: int,
     payload_hash: str | None,
     completed_at: int | None = None,
+    ticks: int | None = None,
 ) -> None:
-    """After the completion: count it, and keep the result warm, or report a lost lease."""
+    """After the completion: count it, and keep the result warm, or report a lost lease.
+    `ticks`: the clock's monotonic reading taken with `completed_at`, from which the cache
+    times the result's life (`cache_until_ms`)."""
     pk = execution.key_hash or ""
     if not completed:
         engine._count("lease_lost", logging.WARNING, pk)
@@ -210,8 +214,11 @@ def settle(
         return
     engine._note_run(execution.claimed_at_ms, completed_at)
     if engine.cache is not None and encoded.document is not None:
+        until = None
+        if completed_at is not None and ticks is not None:
+            until = cache_until_ms(expiration, completed_at, ticks)
         entry = CachedResult(
-            expiration, payload_hash, encoded.document, encoded.typed, completed_at
+            expiration, payload_hash, encoded.document, encoded.typed, completed_at, until
         )
         engine.cache.put(pk, entry)
     engine._count("executed", logging.DEBUG, pk)

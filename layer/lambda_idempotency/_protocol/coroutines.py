@@ -81,9 +81,8 @@ async def _protected(
     if identity is None:
         return await _run_unprotected(engine, call)
     pk, payload_hash = identity
-    now = engine.settings.clock.now_ms()
     if engine.cache is not None:
-        cached = _replaying.from_cache(engine, pk, payload_hash, now)
+        cached = _replaying.from_cache(engine, pk, payload_hash)
         if cached is not _replaying.MISS:
             return cached  # type: ignore[no-any-return]
 
@@ -101,7 +100,7 @@ async def _protected(
     execution._extender = lambda seconds: _claiming.extend_lease(
         engine, store, execution, payload_hash, seconds
     )
-    execution._now = engine.settings.clock.now_ms
+    execution._clock = engine.settings.clock
     execution._unsettled = []
     token = _execution.activate(execution)
     cancelled = False  # while the last beat settled, after the effect: complete, then cancel

@@ -170,6 +170,18 @@ class CachedResult(Value):
     """The document is typed JSON (see _encoding)."""
     completed_at: int | None = None
     """Epoch milliseconds of the completion, when the record says (for `on_replay`)."""
+    until_ms: int | None = None
+    """When it stops replaying, on the clock's monotonic reading (`cache_until_ms`), so a
+    step of the wall clock (NTP) never keeps it past the record's life. None: `expiration`
+    is judged against the reading `get` is given."""
+
+
+def cache_until_ms(expiration_s: int, judged_ms: int, ticks_ms: int) -> int:
+    """When a result whose record expires at `expiration_s` leaves the cache, on a monotonic
+    reading `ticks_ms` taken at `judged_ms` (that moment on the clock the record's times are
+    written in: the store's at a read, where it keeps one): as long after as the record had
+    left then. It counts within its last second, as in the store."""
+    return ticks_ms + (expiration_s + 1) * 1000 - judged_ms
 
 
 class ResultCache:
@@ -184,11 +196,13 @@ class ResultCache:
         self._lock = threading.Lock()
 
     def get(self, pk: str, now_ms: int) -> CachedResult | None:
+        """The live entry of `pk`; `now_ms` is the monotonic reading its `until_ms` is on."""
         with self._lock:
             entry = self._entries.get(pk)
             if entry is None:
                 return None
-            if entry.expiration < now_ms // 1000:
+            until = entry.until_ms
+            if (now_ms >= until) if until is not None else entry.expiration < now_ms // 1000:
                 self._remove(pk)
                 return None
             self._entries.move_to_end(pk)

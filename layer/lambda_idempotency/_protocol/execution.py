@@ -9,9 +9,13 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .._base.clock import monotonic_ms
 from .._base.errors import ConfigurationError, LeaseLostError, NoActiveExecutionError, StoreError
+
+if TYPE_CHECKING:
+    from .._options import Clock
 
 _TRANSACT_ACTIONS = frozenset({"Put", "Update", "Delete", "ConditionCheck"})
 MAX_ENLISTED_WRITES = 99
@@ -35,11 +39,12 @@ class Execution:
     """
 
     __slots__ = (
+        "_clock",
         "_closed",
         "_extender",
         "_extending",
         "_failure",
-        "_now",
+        "_lease_end_ms",
         "_refusal",
         "_released",
         "_unsettled",
@@ -65,8 +70,13 @@ class Execution:
         the previous one wrote, so a later write never lands a shorter lease."""
         self._closed = False
         """Set by the engine when the call has returned (or raised): writes are taken."""
-        self._now: Callable[[], int] | None = None
+        self._clock: Clock | None = None
         """The engine's clock, set with `_extender`: a heartbeat checks its lease with it."""
+        self._lease_end_ms: int | None = None
+        """The lease's end on the clock's monotonic reading (`_base.clock.monotonic_ms`), set
+        with `lease_until_ms` at the claim and moved by each extension, as long after as we
+        asked: the end of a heartbeat block judges by it, so a step of the wall clock
+        (NTP) neither ends a lease the store still holds nor stretches one it dropped."""
         self._failure: BaseException | None = None
         """Why a heartbeat stopped holding the key: the engine raises it when the call
         returns, so a call whose key may have been taken over completes nothing."""
@@ -244,9 +254,9 @@ def _stopped(
         )
         lost.__cause__ = error
         return lost
-    now, lease_until = execution._now, execution.lease_until_ms
-    released = execution._released  # no lease held since: none to lapse
-    if not released and now is not None and lease_until is not None and now() > lease_until:
+    clock, lease_end = execution._clock, execution._lease_end_ms
+    lapsed = clock is not None and lease_end is not None and monotonic_ms(clock) > lease_end
+    if lapsed and not execution._released:  # released: no lease held since, none to lapse
         lost = LeaseLostError(
             "the heartbeat did not hold the key: the lease lapsed before the block ended, "
             "and another caller may have taken it over",

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import math
 from typing import TYPE_CHECKING, Any
 
+from .._base.clock import monotonic_ms
 from .._base.errors import STORED_RESULT_UNREADABLE, StoreError, unreadable
 from .._stores import encoding as _encoding
 from .._stores.record import Record, ReplayInfo
-from .engine import CachedResult, Engine
+from .engine import CachedResult, Engine, cache_until_ms
 
 if TYPE_CHECKING:
     from .._stores.contract import IdempotencyStore
@@ -42,9 +42,11 @@ class Replayed:
         self.info = info
 
 
-def from_cache(engine: Engine, pk: str, payload_hash: str | None, now_ms: int) -> Any:
+def from_cache(engine: Engine, pk: str, payload_hash: str | None) -> Any:
     """The cached result of `pk`, replayed, or MISS."""
-    cached = None if engine.cache is None else engine.cache.get(pk, now_ms)
+    cached = None
+    if engine.cache is not None:
+        cached = engine.cache.get(pk, monotonic_ms(engine.settings.clock))
     if cached is None:
         return MISS
     engine._check_payload(pk, cached.payload_hash, payload_hash)
@@ -69,16 +71,16 @@ def replay(engine: Engine, store: IdempotencyStore, record: Record) -> Any:
         raise
     result = decode(engine, document, typed, record.pk)
     if engine.cache is not None:
-        expiration = record.expiration
-        if record.read_at_ms is not None:
-            # Read on the store's clock; the cache goes by ours: it keeps the result no
-            # longer than the store keeps the record, however far off our clock is.
-            ahead_ms = record.read_at_ms - engine.settings.clock.now_ms()
-            expiration -= math.ceil(ahead_ms / 1000)
-        engine.cache.put(
-            record.pk,
-            CachedResult(expiration, record.payload_hash, document, typed, record.completed_at),
+        # Judged at the read on the store's clock where it keeps one (else ours), then timed
+        # on our monotonic reading: the cache keeps the result no longer than the store keeps
+        # the record, however far off our clock is, or however it steps later.
+        clock = engine.settings.clock
+        judged = record.judged_at(clock.now_ms())
+        until = cache_until_ms(record.expiration, judged, monotonic_ms(clock))
+        entry = CachedResult(
+            record.expiration, record.payload_hash, document, typed, record.completed_at, until
         )
+        engine.cache.put(record.pk, entry)
     engine._note_run(record.claimed_at, record.completed_at)
     engine._count("replayed", logging.DEBUG, record.pk, source="store")
     info = ReplayInfo(record.pk, record.completed_at, "store")

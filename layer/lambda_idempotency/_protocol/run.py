@@ -71,9 +71,8 @@ class Idempotency(Engine):
         if identity is None:
             return self._run_unprotected(call)
         pk, payload_hash = identity
-        now = self.settings.clock.now_ms()
         if self.cache is not None:
-            cached = _replaying.from_cache(self, pk, payload_hash, now)
+            cached = _replaying.from_cache(self, pk, payload_hash)
             if cached is not _replaying.MISS:
                 return cached  # type: ignore[no-any-return]
 
@@ -96,7 +95,7 @@ class Idempotency(Engine):
         execution._extender = lambda seconds: _claiming.extend_lease(
             self, store, execution, payload_hash, seconds
         )
-        execution._now = self.settings.clock.now_ms
+        execution._clock = self.settings.clock
         token = _execution.activate(execution)
         try:
             result = call()

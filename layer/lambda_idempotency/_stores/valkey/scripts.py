@@ -246,11 +246,17 @@ if ARGV[6] and ARGV[6] ~= '' then
   -- the later of the one held and ARGV[7] from now, whatever the holder's clock did since its
   -- claim (NTP steps): a step neither shortens it (a duplicate would run beside the holder)
   -- nor stretches it (a hung holder's key held for the step's length). A clock stepped past
-  -- a second gets the record's offset measured anew, for the times it sends from now on.
+  -- a second gets the record's offset measured anew, for the times it sends from now on,
+  -- and the claim's time moved into it, so every time of the record maps by one offset
+  -- (an operator's scan dates the claim by it, a waiter the holder's age)
   local now = server_ms()
   local held = (tonumber(f['lease_until']) or 0) - offset
   local measured = tonumber(ARGV[6]) - now
   if math.abs(measured - offset) > 1000 then
+    if f['claimed_at'] then
+      f['claimed_at'] = num(tonumber(f['claimed_at']) + measured - offset)
+      redis.call('HSET', key, 'claimed_at', f['claimed_at'])
+    end
     offset = measured
     redis.call('HSET', key, 'offset_ms', num(offset))
   end
@@ -259,7 +265,8 @@ end
 redis.call('HSET', key, 'lease_until', num(lease_until), 'expiration', ARGV[5],
   'frees_at', num(lease_until - offset + skew + 1))
 if ARGV[2] ~= '' then redis.call('HSET', key, 'payload_hash', ARGV[2]) end
-if ARGV[3] ~= '' then redis.call('HSET', key, 'claimed_at', ARGV[3]) end
+-- the holder's claimed_at is on its clock at the claim: only for a record without one
+if ARGV[3] ~= '' and not f['claimed_at'] then redis.call('HSET', key, 'claimed_at', ARGV[3]) end
 keep(key, expires_at(ARGV[5], offset, skew), lease_until - offset + skew + 1)
 return {1, {}}
 """
@@ -270,9 +277,10 @@ Moves our IN_PROGRESS claim's lease (and its expiry), fenced on the owner token 
 status: a claim taken over, completed or released is not ours to extend. With `now_ms` and
 `lease_ms` (the holder's clock when it asked, and the lease it asked for) the lease is the
 later of the one held and `lease_ms` from the server's now, and a clock stepped more than a
-second since the claim gets the record's offset measured anew: a step neither drops the
-lease nor holds the key for the step's length. Without them, `lease_until_ms` is kept as
-given and maps by the offset of the claim.
+second since the claim gets the record's offset measured anew, its `claimed_at` moved with
+it: a step neither drops the lease nor holds the key for the step's length, and the claim
+keeps its date on the server's clock. Without them, `lease_until_ms` is kept as given and
+maps by the offset of the claim. `claimed_at_ms` is written only to a record without one.
 {1, {}} or {0, the holder, the server's now}."""
 
 COMPLETE = (
