@@ -19,12 +19,12 @@ import sys
 import time
 from pathlib import Path
 
+from .._stores.valkey.connection import URL_VARIABLE
 from .local import _port_in_use
 from .valkey_local import DEFAULT_HOME, HOST, ValkeyCluster, ValkeyLocalError, ValkeyServer
 
 DEFAULT_PORT = 6379
 CLUSTER_SIZE = 3
-URL_VARIABLE = "IDEMPOTENCY_VALKEY_URL"
 
 
 def url_for(port: int) -> str:

@@ -139,8 +139,8 @@ def _cmd_doctor_valkey(args: argparse.Namespace) -> int:
     import redis
     import redis.cluster
 
-    from ..._stores.valkey.connection import masked, redis_url
-    from ..._stores.valkey.store import DEFAULT_PREFIX, SCHEMES
+    from ..._stores.valkey.connection import SCHEMES, masked, redis_url
+    from ..._stores.valkey.store import DEFAULT_PREFIX
     from .. import doctor, doctor_valkey
 
     url = args.valkey_url

@@ -15,12 +15,25 @@ up to the store's timeout (`waking` says why pools fill: blocked waiters).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
 
-from ..._base.errors import STORED_RECORD_UNREADABLE, StoreError, unreadable
+from ..._base.errors import (
+    STORED_RECORD_UNREADABLE,
+    ConfigurationError,
+    StoreError,
+    unreadable,
+)
 
+URL_VARIABLE = "IDEMPOTENCY_VALKEY_URL"
+SCHEMES = ("valkey://", "valkeys://", "redis://", "rediss://", "unix://")
+SOCKET_TIMEOUT_SECONDS = 5.0
+"""How long a call waits for its answer on a client built from a URL: past it, the call is a
+`StoreError` (retryable, maybe applied) rather than a wait as long as the invocation."""
+MAX_TIMEOUT_SECONDS = 900
+"""Lambda's longest invocation: a longer wait for one answer could only outlive its caller."""
 CONNECT_TIMEOUT_SECONDS = 2.0
 POOL_CONNECTIONS = 100
 """The connections a client built from a URL opens at most (redis-py's default)."""
@@ -45,6 +58,48 @@ def redis_module() -> Any:
             module="redis",
         ) from exc
     return redis
+
+
+def checked_target(url: str | None, client: Any, timeout: object) -> tuple[str | None, float]:
+    """(the URL, or None for a client given; the timeout in seconds), each checked: a URL,
+    else a client, else the environment's; never both; bytes answers; a timeout no longer
+    than an invocation. redis-py must be installed either way."""
+    redis_module()
+    if client is None and url is None:
+        url = os.environ.get(URL_VARIABLE) or None
+        if url is None:
+            raise ConfigurationError(
+                f"ValkeyStore needs a url, a client= or {URL_VARIABLE} in the environment"
+            )
+    if client is not None and url is not None:
+        raise ConfigurationError("ValkeyStore takes a url or a client=, not both")
+    if url is not None and not url.startswith(SCHEMES):
+        raise ConfigurationError(
+            f"ValkeyStore's url starts with one of {', '.join(SCHEMES)}; "
+            f"not {masked(url).partition(':')[0]!r}"
+        )
+    if client is not None and decodes(client):
+        raise ConfigurationError(
+            "ValkeyStore needs a client that answers bytes (decode_responses=False): "
+            "results are binary"
+        )
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        timeout = -1
+    if not 0 < timeout <= MAX_TIMEOUT_SECONDS:
+        raise ConfigurationError(
+            f"timeout must be seconds, more than 0 and at most {MAX_TIMEOUT_SECONDS}"
+        )
+    return url, float(timeout)
+
+
+def close_client(client: Any) -> None:
+    """Close a client the store built, every connection of it: RedisCluster.close() closes
+    each node's client but not its pool, where the sockets a pipeline sent to a key's node
+    (`replicas`) would linger."""
+    client.close()
+    for node in client.get_nodes() if hasattr(client, "get_nodes") else ():
+        if node.redis_connection is not None:
+            node.redis_connection.connection_pool.disconnect()
 
 
 def build_client(url: str, *, cluster: bool, timeout: float) -> Any:

@@ -59,19 +59,25 @@ client is built and what its failures mean is `connection`'s; how a record is re
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..._base import lifecycle
-from ..._base.errors import STORED_RECORD_UNREADABLE, ConfigurationError, StoreError
+from ..._base.errors import ConfigurationError, StoreError
 from ..._base.observe import emit
 from ..dynamodb.layout import NATIVE_KEYS, TOMBSTONE_SECONDS
-from ..record import Record, ScanPage, Status, StoredForm
-from . import scripts
-from .connection import build_client, call, decodes, masked, redis_module
+from ..record import Record, ScanPage, StoredForm
+from . import operators, scripts
+from .connection import (
+    SOCKET_TIMEOUT_SECONDS,
+    build_client,
+    call,
+    checked_target,
+    close_client,
+    masked,
+)
 from .lean import LeanSender, unsent
 from .reading import record_of
 from .replicas import WAIT_FAILS, ReplicaWait, refusal
@@ -80,14 +86,7 @@ from .waking import Waiters
 if TYPE_CHECKING:
     from ..._base.keys import KeyLayout
 
-URL_VARIABLE = "IDEMPOTENCY_VALKEY_URL"
-SCHEMES = ("valkey://", "valkeys://", "redis://", "rediss://", "unix://")
 DEFAULT_PREFIX = "idempotency:"
-SOCKET_TIMEOUT_SECONDS = 5.0
-"""How long a call waits for its answer on a client built from a URL: past it, the call is a
-`StoreError` (retryable, maybe applied) rather than a wait as long as the invocation."""
-MAX_TIMEOUT_SECONDS = 900
-"""Lambda's longest invocation: a longer wait for one answer could only outlive its caller."""
 ENLISTED_WRITES_REFUSED = (
     "add_write enlists a DynamoDB write to commit in one transaction with the idempotency "
     "record; with ValkeyStore the record lives in Valkey, which cannot join a DynamoDB "
@@ -129,39 +128,13 @@ class ValkeyStore:
         replica_timeout_ms: int | None = None,
         aof: bool = False,
     ) -> None:
-        redis_module()
-        if client is None and url is None:
-            url = os.environ.get(URL_VARIABLE) or None
-            if url is None:
-                raise ConfigurationError(
-                    f"ValkeyStore needs a url, a client= or {URL_VARIABLE} in the environment"
-                )
-        if client is not None and url is not None:
-            raise ConfigurationError("ValkeyStore takes a url or a client=, not both")
-        if url is not None and not url.startswith(SCHEMES):
-            raise ConfigurationError(
-                f"ValkeyStore's url starts with one of {', '.join(SCHEMES)}; "
-                f"not {masked(url).partition(':')[0]!r}"
-            )
-        if client is not None and decodes(client):
-            raise ConfigurationError(
-                "ValkeyStore needs a client that answers bytes (decode_responses=False): "
-                "results are binary"
-            )
+        self._url, self._timeout = checked_target(url, client, timeout)
         if not isinstance(prefix, str) or "{" in prefix or "}" in prefix:
             raise ConfigurationError(
                 "prefix must be a string without braces: the braces after it make the hashed "
                 "key the record's hash tag (its cluster slot)"
             )
-        self._url = url
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-            timeout = -1
-        if not 0 < timeout <= MAX_TIMEOUT_SECONDS:
-            raise ConfigurationError(
-                f"timeout must be seconds, more than 0 and at most {MAX_TIMEOUT_SECONDS}"
-            )
         self._cluster = cluster
-        self._timeout = float(timeout)
         self._wait = ReplicaWait(replicas, replica_timeout_ms, aof, self._timeout)
         self.replicas, self.replica_timeout_ms = self._wait.replicas, self._wait.timeout_ms
         self.aof = self._wait.aof
@@ -170,11 +143,11 @@ class ValkeyStore:
         self._scripts: dict[str, Any] | None = None
         self._building = threading.Lock()
         self._knows_unsent = False
-        self._lean: LeanSender | None = None
-        """The lean path's sender, on a standalone client the store built (`lean`)."""
         """Whether a failure to connect means nothing was sent: true of the clients this
         store builds (redis-py retries nothing on them: a retry hides whether an earlier
         attempt went out), false of a client given, which may retry or re-route."""
+        self._lean: LeanSender | None = None
+        """The lean path's sender, on a standalone client the store built (`lean`)."""
         self._waiters = Waiters(self._timeout)
         lifecycle.track(self)
 
@@ -225,12 +198,7 @@ class ValkeyStore:
         if self._url is not None and client is not None:
             self._client, self._scripts, self._lean = None, None, None
             self._waiters = Waiters(self._timeout)
-            client.close()
-            for node in client.get_nodes() if self._cluster else ():
-                # RedisCluster.close() closes each node's client but not its pool: the
-                # sockets a pipeline sent to the key's node (`replicas`) would linger
-                if node.redis_connection is not None:
-                    node.redis_connection.connection_pool.disconnect()
+            close_client(client)
 
     def check_decoration(self, namespace: str, *, payload: bool) -> None:
         """Any namespace fits: Valkey keys and values hold far more than a record needs."""
@@ -406,52 +374,7 @@ class ValkeyStore:
         Judged on the server's clock, as the claims are: a record's `claimed_at` maps by its
         own offset (its holder's clock), `claimed_before_ms` by the operator's, measured as
         `now_ms` against the server's clock at the scan's first read."""
-        size = page_size or 100
-        operator_offset: int | None = None
-        match = _glob_escape(self.prefix) + "{*}"
-        keys = self._call(
-            "scan", None, lambda client: iter(client.scan_iter(match=match, count=size))
-        )
-        while True:
-            page: list[bytes] = self._call("scan", None, lambda _: _take(keys, size))
-            if not page:
-                return
-            records, unreadable_keys = [], []
-            for name in page:
-                try:
-                    pk = self.pk_of(name)
-                except UnicodeDecodeError:  # not a name this library writes: listed, not read
-                    inner = name[len(self.prefix.encode()) + 1 : -1]
-                    unreadable_keys.append(inner.decode(errors="backslashreplace"))
-                    continue
-                if pk is None:
-                    continue
-                try:
-                    flat, server_ms = self._call(
-                        "scan", pk, lambda _, name=name: self._script("get")(keys=[name])
-                    )
-                except StoreError as exc:
-                    if exc.code != STORED_RECORD_UNREADABLE:
-                        raise  # the server failed: not the record's fault
-                    unreadable_keys.append(pk)  # a key of another type (WRONGTYPE)
-                    continue
-                try:
-                    record = record_of(flat, pk, "scan", server_ms)
-                except StoreError:
-                    unreadable_keys.append(pk)
-                    continue
-                if operator_offset is None:
-                    operator_offset = now_ms - int(server_ms)
-                if (
-                    record is not None
-                    and record.status is Status.IN_PROGRESS
-                    and not record.is_expired(record.judged_at(now_ms))
-                    and _claimed_before(record, claimed_before_ms, operator_offset, server_ms)
-                ):
-                    records.append(record)
-            yield ScanPage(records, len(page), 0.0, unreadable_keys)
-            if len(page) < size:
-                return
+        return operators.scan_stuck(self, claimed_before_ms, now_ms, page_size or 100)
 
     def release_version(self, shown: Record, *, now_ms: int) -> tuple[bool, Record | None]:
         """Replace exactly the record `shown` by a RELEASED tombstone keeping its owner token,
@@ -540,32 +463,6 @@ class ValkeyStore:
         client = self.client
         unsent = self._knows_unsent
         return call(client, send, step, pk, timeout=self._timeout, knows_unsent=unsent)
-
-
-def _claimed_before(record: Record, before_ms: int, operator_offset: int, server_ms: int) -> bool:
-    """Whether `record` was claimed before the operator's `before_ms`, both mapped to the
-    server's clock: its `claimed_at` by its offset (`read_at_ms` less the server's clock at
-    the read), `before_ms` by the operator's. As they are where it has no offset; always
-    when it has no `claimed_at`."""
-    if record.claimed_at is None:
-        return True
-    if record.read_at_ms is None:
-        return record.claimed_at < before_ms
-    offset = record.read_at_ms - int(server_ms)
-    return record.claimed_at - offset < before_ms - operator_offset
-
-
-def _take(keys: Iterator[bytes], count: int) -> list[bytes]:
-    page: list[bytes] = []
-    for found in keys:
-        page.append(found)
-        if len(page) >= count:
-            break
-    return page
-
-
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + c if c in "*?[]\\{}" else c for c in text)
 
 
 def _arg(value: Any) -> Any:
