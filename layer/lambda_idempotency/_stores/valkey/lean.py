@@ -44,7 +44,9 @@ class LeanSender:
         self._pool = client.connection_pool
         self._errors = redis.exceptions
         own = redis.Redis.execute_command
-        self._genuine = None if hasattr(own, "__wrapped__") else own
+        self._genuine = own if _redis_pys_own(own) else None
+        options = self._pool.connection_kwargs
+        self._encoding = options.get("encoding", "utf-8"), options.get("encoding_errors", "strict")
         self._free: list[Any] = []
         self._taken = 0
         self._taking = threading.Lock()
@@ -68,12 +70,24 @@ class LeanSender:
             return _UNSENT
         try:
             try:
-                return self._exchange(connection, _packed(script.sha, key, values))
+                return self._exchange(connection, self._packed(script.sha, key, values))
             except self._errors.NoScriptError:
-                script.sha = _text(self._exchange(connection, _packed_load(script.script)))
-                return self._exchange(connection, _packed(script.sha, key, values))
+                loading = _resp([b"SCRIPT", b"LOAD", self._encoded(script.script)])
+                script.sha = _text(self._exchange(connection, loading))
+                return self._exchange(connection, self._packed(script.sha, key, values))
         finally:
             self._free.append(connection)
+
+    def _packed(self, sha: str, key: str, values: list[Any]) -> bytes:
+        """EVALSHA sha 1 key values... as RESP, each text encoded as the client would (its
+        URL's `encoding`): the key the lean path writes is the key the client reads."""
+        encoded = self._encoded
+        parts = [b"EVALSHA", encoded(sha), b"1", encoded(key)]
+        parts += [v if isinstance(v, bytes) else encoded(str(v)) for v in values]
+        return _resp(parts)
+
+    def _encoded(self, text: str) -> bytes:
+        return text.encode(*self._encoding)
 
     def _exchange(self, connection: Any, packed: bytes) -> Any:
         try:
@@ -136,18 +150,23 @@ def unsent(answer: Any) -> bool:
     return answer is _UNSENT
 
 
-def _packed(sha: str, key: str, values: list[Any]) -> bytes:
-    """EVALSHA sha 1 key values... as RESP: a count, then each argument's length and bytes."""
-    parts = [b"EVALSHA", sha.encode(), b"1", key.encode()]
-    parts += [v if isinstance(v, bytes) else str(v).encode() for v in values]
-    return _resp(parts)
-
-
-def _packed_load(source: str) -> bytes:
-    return _resp([b"SCRIPT", b"LOAD", source.encode()])
+def _redis_pys_own(function: Any) -> bool:
+    """Whether `function` is redis-py's `Redis.execute_command` itself: defined in redis.client
+    under that name, wrapping nothing (a tracer's wrapper, by wrapt, functools.wraps or by
+    hand, fails one of these however it names itself)."""
+    code = getattr(function, "__code__", None)
+    return (
+        not hasattr(function, "__wrapped__")
+        and getattr(function, "__module__", None) == "redis.client"
+        and getattr(function, "__qualname__", None) == "Redis.execute_command"
+        and code is not None
+        and code.co_name == "execute_command"
+        and code.co_filename.replace("\\", "/").endswith("redis/client.py")
+    )
 
 
 def _resp(parts: list[bytes]) -> bytes:
+    """A command as RESP: a count, then each argument's length and bytes."""
     return b"*%d\r\n" % len(parts) + b"".join([b"$%d\r\n%b\r\n" % (len(p), p) for p in parts])
 
 

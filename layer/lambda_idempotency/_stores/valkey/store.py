@@ -87,6 +87,8 @@ if TYPE_CHECKING:
     from ..._base.keys import KeyLayout
 
 DEFAULT_PREFIX = "idempotency:"
+CLOSED_MID_CALL = "ClosedMidCall"
+"""The `StoreError.code` of a call another thread's `close()` cut (retryable, maybe applied)."""
 ENLISTED_WRITES_REFUSED = (
     "add_write enlists a DynamoDB write to commit in one transaction with the idempotency "
     "record; with ValkeyStore the record lives in Valkey, which cannot join a DynamoDB "
@@ -148,6 +150,8 @@ class ValkeyStore:
         attempt went out), false of a client given, which may retry or re-route."""
         self._lean: LeanSender | None = None
         """The lean path's sender, on a standalone client the store built (`lean`)."""
+        self._closes = 0
+        """How often `close` ran: a call that saw it change failed because of it."""
         self._waiters = Waiters(self._timeout)
         lifecycle.track(self)
 
@@ -198,6 +202,7 @@ class ValkeyStore:
         if self._url is not None and client is not None:
             self._client, self._scripts, self._lean = None, None, None
             self._waiters = Waiters(self._timeout)
+            self._closes += 1
             close_client(client)
 
     def check_decoration(self, namespace: str, *, payload: bool) -> None:
@@ -459,10 +464,26 @@ class ValkeyStore:
             return False
 
     def _call(self, step: str, pk: str | None, send: Any) -> Any:
-        """`send(client)`'s answer, its failure a StoreError (`connection.call`)."""
-        client = self.client
+        """`send(client)`'s answer, its failure a StoreError (`connection.call`). A store
+        closed by another thread mid-call leaves redis-py's connection half torn down, and
+        whatever that raises is a StoreError too: the call may have been sent."""
+        client, closes = self.client, self._closes
         unsent = self._knows_unsent
-        return call(client, send, step, pk, timeout=self._timeout, knows_unsent=unsent)
+        try:
+            return call(client, send, step, pk, timeout=self._timeout, knows_unsent=unsent)
+        except StoreError:
+            raise
+        except Exception as exc:
+            if self._closes == closes:
+                raise
+            raise StoreError(
+                f"Valkey {step} failed (the store was closed during the call)",
+                key_hash=pk,
+                code=CLOSED_MID_CALL,
+                retryable=True,
+                maybe_applied=step not in ("get", "scan"),
+                step=step,
+            ) from exc
 
 
 def _arg(value: Any) -> Any:
