@@ -49,10 +49,12 @@ PLANTS: list[Plant] = [
             "    except StoreError as exc:  # nothing was sent: nothing to release\n"
             '        engine._count("store_error", logging.ERROR, pk, step="claim", code=exc.code)\n'
             "        raise\n"
-            "    now = engine.settings.clock.now_ms()\n"
+            "    clock = engine.settings.clock\n"
+            "    now, ticks = clock.now_ms(), monotonic_ms(clock)\n"
         ),
         (
-            "    now = engine.settings.clock.now_ms()\n"
+            "    clock = engine.settings.clock\n"
+            "    now, ticks = clock.now_ms(), monotonic_ms(clock)\n"
             "    try:\n"
             '        store.ready("put_item", pk, step="claim")  # built before the clock is read\n'
             "    except StoreError as exc:  # nothing was sent: nothing to release\n"
@@ -70,7 +72,8 @@ PLANTS: list[Plant] = [
             "    except StoreError as exc:  # nothing was sent: nothing to release\n"
             '        engine._count("store_error", logging.ERROR, pk, step="claim", code=exc.code)\n'
             "        raise\n"
-            "    now = engine.settings.clock.now_ms()\n"
+            "    clock = engine.settings.clock\n"
+            "    now, ticks = clock.now_ms(), monotonic_ms(clock)\n"
             "    lease_ms = engine._lease_ms(context)\n"
         ),
         (
@@ -80,16 +83,19 @@ PLANTS: list[Plant] = [
             "    except StoreError as exc:  # nothing was sent: nothing to release\n"
             '        engine._count("store_error", logging.ERROR, pk, step="claim", code=exc.code)\n'
             "        raise\n"
-            "    now = engine.settings.clock.now_ms()\n"
+            "    clock = engine.settings.clock\n"
+            "    now, ticks = clock.now_ms(), monotonic_ms(clock)\n"
         ),
         [LW],
     ),
     (
         "async: claim's clock read on the loop, before the executor queue",
         "_protocol/claiming.py",
-        ("    now = engine.settings.clock.now_ms()\n    lease_ms = engine._lease_ms(context)\n"),
         (
-            "    now = execution.claimed_at_ms or engine.settings.clock.now_ms()\n"
+            "    now, ticks = clock.now_ms(), monotonic_ms(clock)\n    lease_ms = engine._lease_ms(context)\n"
+        ),
+        (
+            "    now, ticks = execution.claimed_at_ms or clock.now_ms(), monotonic_ms(clock)\n"
             "    lease_ms = engine._lease_ms(context)\n"
         ),
         [LW],
@@ -147,7 +153,7 @@ PLANTS: list[Plant] = [
     (
         "heartbeat: lapse between beats not checked",
         "_protocol/execution.py",
-        "    if not released and now is not None and lease_until is not None and now() > lease_until:",
+        "    if lapsed and not execution._released:  # released: no lease held since, none to lapse",
         "    if False:",
         [LW],
     ),

@@ -11,14 +11,14 @@ set and wake-up lists, `...}:waiters`) do not end in a brace and are not matched
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..._base.errors import STORED_RECORD_UNREADABLE, StoreError
 from ..record import Record, ScanPage, Status
 from .reading import record_of
 
-if TYPE_CHECKING:
-    from .store import ValkeyStore
+ValkeyStore = Any
+"""The store these read (`store.ValkeyStore`, which imports this module: named, not imported)."""
 
 SCAN_COUNT = 1000
 """SCAN's COUNT hint: keys a node looks at per call."""
