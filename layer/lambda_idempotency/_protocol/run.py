@@ -157,8 +157,29 @@ TRUTHY = ("1", "y", "yes", "t", "true", "on")
 """What Powertools' strtobool reads as true, so its users' test settings keep working."""
 
 
+DISABLED_VARIABLES = ("IDEMPOTENCY_DISABLED", "POWERTOOLS_IDEMPOTENCY_DISABLED")
+
+
 def _disabled() -> bool:
+    """Read on every call (a test sets it at any time), first as CPython keeps the environment
+    (`os.environ._data`, its names encoded): two dict look-ups when neither is set, where
+    `os.environ.get` raises and catches a KeyError for each."""
+    data, ours, powertools = _ENVIRONMENT
+    if data is not None and ours not in data and powertools not in data:
+        return False
     return (
         os.environ.get("IDEMPOTENCY_DISABLED", "").lower() in ("1", "true", "yes")
         or os.environ.get("POWERTOOLS_IDEMPOTENCY_DISABLED", "").lower() in TRUTHY
     )
+
+
+def _environment() -> tuple[dict[Any, Any] | None, Any, Any]:
+    data = getattr(os.environ, "_data", None)
+    encodekey = getattr(os.environ, "encodekey", None)
+    if not isinstance(data, dict) or encodekey is None:
+        return None, None, None
+    ours, powertools = (encodekey(name) for name in DISABLED_VARIABLES)
+    return data, ours, powertools
+
+
+_ENVIRONMENT = _environment()

@@ -684,6 +684,8 @@ def rehydrate(data: Any, annotation: Any) -> Any:
         return tuple(data)
     if origin in (list, set, frozenset) and isinstance(data, list):
         args = typing.get_args(annotation)
+        if origin is list and (not args or args[0] is Any):
+            return data  # JSON's own fresh list: nothing to rebuild
         items = [rehydrate(item, args[0] if args else None) for item in data]
         return items if origin is list else origin(items)
     scalar = _SCALARS.get(annotation) if isinstance(annotation, type) else None
@@ -695,6 +697,8 @@ def rehydrate(data: Any, annotation: Any) -> Any:
         args = typing.get_args(annotation)
         key_type, value_type = args if len(args) == 2 else (None, None)
         if key_type is None or key_type is Any or key_type in _PLAIN_SCALARS:
+            if value_type is None or value_type is Any:
+                return data  # JSON's own fresh dict: nothing to rebuild
             return {key: rehydrate(value, value_type) for key, value in data.items()}
         # keys stored as what an enum or a datetime stands for
         return {
