@@ -43,21 +43,37 @@ def record_options(table: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "`lambda-idempotency namespaces` lists those in the table",
     )
     record.add_argument("--scope", help="the scope (tenant), if the decorator has one")
-    record.add_argument("--json-values", action="store_true", help="--key and --scope are JSON")
+    record.add_argument(
+        "--json-values",
+        action="store_true",
+        help="--key and --scope are JSON (with --http, --scope only)",
+    )
+    from . import http_records
+
+    http_records.add_options(record)
     return record
 
 
 def record_pk(args: argparse.Namespace, store: OperatorStore) -> str:
     """The record's stored key: --pk as given, or --key (and --scope) hashed as the store's
     layout hashes them, so a Powertools table is found by the same key its functions use."""
+    from . import http_records
+
+    if args.http:
+        return http_records.http_pk(args, store)
+    if args.event is not None or args.principal is not None:
+        raise CommandError(
+            "--event and --principal name an idempotent_http record's scope: add --http "
+            "(--key is then the Idempotency-Key header's value)"
+        )
     if args.pk is not None:
         return str(args.pk)
     if args.key is None or args.namespace is None:
         raise CommandError("name the record: --pk PK, or --key KEY with --namespace NAMESPACE")
     key, scope = args.key, args.scope
     if args.json_values:
-        key = _json_value(key, "--key")
-        scope = None if scope is None else _json_value(scope, "--scope")
+        key = json_value(key, "--key")
+        scope = None if scope is None else json_value(scope, "--scope")
     if scope is not None and not store.layout.supports_scope:
         raise CommandError(
             "--scope: the Powertools layout has no scope (tenant) in its keys; drop --scope"
@@ -68,7 +84,7 @@ def record_pk(args: argparse.Namespace, store: OperatorStore) -> str:
         raise CommandError(f"--key or --scope cannot be hashed: {exc}") from exc
 
 
-def _json_value(text: str, flag: str) -> Any:
+def json_value(text: str, flag: str) -> Any:
     """A --json-values argument, read as JSON; one line saying why when it is not."""
     try:
         return json.loads(text)
