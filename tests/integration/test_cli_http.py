@@ -10,6 +10,7 @@ an operator would type them, from docs/http.md's table, not derived from the eve
 from __future__ import annotations
 
 import json
+import shlex
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 
 from lambda_idempotency import DynamoDBStore, ValkeyStore, idempotent_http
 from lambda_idempotency._dev import cli
-from tests.conftest import local_client
+from tests.conftest import drop_tables, local_client
 from tests.http_events import SHAPES, http_event
 from tests.tenant_events import KINDS, principal_event
 
@@ -335,3 +336,34 @@ def test_release_names_the_record_the_same_way(
 
     assert status == 0, capsys.readouterr().err
     assert backend.store.get(next(iter(backend.stored_pks()))).status.value == "RELEASED"
+
+
+def test_the_operations_guide_http_lines_run_as_written(
+    dynamodb_local_endpoint: str, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/operations.md's `inspect --http` example, line by line, on the template's tables."""
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = text[text.index("### An HTTP request's record") : text.index("### On a Valkey")]
+    block = section.split("```console\n", 1)[1].split("```", 1)[0].replace("\\\n", " ")
+    lines = [line.removeprefix("$ ") for line in block.splitlines() if line.startswith("$ ")]
+    assert len(lines) == 3
+    monkeypatch.chdir(root)
+    drop_tables(local_client(dynamodb_local_endpoint), "IdempotencyTable", "ChargesTable")
+    assert cli.main(["create-table", "--endpoint", dynamodb_local_endpoint]) == 0
+
+    outputs = []
+    for line in lines:
+        words = shlex.split(line.replace("http://127.0.0.1:8000", dynamodb_local_endpoint))
+        assert words[0] == "lambda-idempotency"
+        capsys.readouterr()
+        status = cli.main(words[1:])
+        captured = capsys.readouterr()
+        assert status == 0, (line, captured.err)
+        outputs.append(captured.out)
+
+    assert '"statusCode": 201' in outputs[0]
+    first, second = (output.splitlines() for output in outputs[1:])
+    assert first[0].startswith("pk       CreatePaymentFunction.app.lambda_handler#")
+    assert first[0] == second[0]  # one record, named both ways
+    assert first[1] == second[1] == "status   COMPLETED"

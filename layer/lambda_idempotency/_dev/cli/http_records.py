@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..._base.errors import IdempotencyError, NotAnHttpEventError
 from .exits import CommandError
-from .records import json_value
 
 if TYPE_CHECKING:
     from ..._stores.contract import OperatorStore
@@ -142,9 +141,15 @@ def _scope(args: argparse.Namespace, store: OperatorStore, event: Any) -> Any:
         return _event_scope(event, args.event)
     if args.principal is not None:
         return principal_scope(args.principal)
-    if args.json_values:
-        return json_value(args.scope, "--scope")
-    return args.scope
+    if not args.json_values:
+        return args.scope
+    try:
+        return json.loads(args.scope)
+    except (ValueError, RecursionError) as exc:
+        raise CommandError(
+            f"--scope is not JSON ({type(exc).__name__}); without --json-values it is taken "
+            "as a string"
+        ) from exc
 
 
 def _read_event(path: str) -> Any:

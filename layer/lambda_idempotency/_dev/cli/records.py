@@ -72,8 +72,8 @@ def record_pk(args: argparse.Namespace, store: OperatorStore) -> str:
         raise CommandError("name the record: --pk PK, or --key KEY with --namespace NAMESPACE")
     key, scope = args.key, args.scope
     if args.json_values:
-        key = json_value(key, "--key")
-        scope = None if scope is None else json_value(scope, "--scope")
+        key = _json_value(key, "--key")
+        scope = None if scope is None else _json_value(scope, "--scope")
     if scope is not None and not store.layout.supports_scope:
         raise CommandError(
             "--scope: the Powertools layout has no scope (tenant) in its keys; drop --scope"
@@ -84,7 +84,7 @@ def record_pk(args: argparse.Namespace, store: OperatorStore) -> str:
         raise CommandError(f"--key or --scope cannot be hashed: {exc}") from exc
 
 
-def json_value(text: str, flag: str) -> Any:
+def _json_value(text: str, flag: str) -> Any:
     """A --json-values argument, read as JSON; one line saying why when it is not."""
     try:
         return json.loads(text)
