@@ -16,6 +16,9 @@ Local runs, from the same template.yaml that deploys (or, without one, the --tab
 Operators, on any table (AWS or local):
 
     inspect  (--pk PK | --key K --namespace NS [--scope S])   one record [--result]
+    inspect  --http --key HEADER_VALUE --namespace NS         an idempotent_http record, by
+             (--event FILE | --principal KIND FIELD...)       the header's value and the
+                                                              request's event or principal
     namespaces [--limit ITEMS]                                the namespaces in the table
     stuck    [--older-than MINUTES] [--namespace NS]          IN_PROGRESS records, paginated
     release  (--pk PK | --key ...) --yes [--force[-durable]]  let one key run again (a
@@ -35,7 +38,8 @@ One module per command group: `local_stack` (local, local stop, create-table), `
 (release) and `doctor_table` (doctor). Below them what they share: `exits` (the exit codes,
 CommandError), `project` (the SAM template), `tables` (the table an operator names, as the
 functions' store reads it), `valkey_stores` (a Valkey store's, with --valkey-url), `records`
-(a record as an operator sees it) and `reach` (an endpoint that cannot be reached or refuses
+(a record as an operator sees it), `http_records` (an idempotent_http record's key and
+scope, with --http) and `reach` (an endpoint that cannot be reached or refuses
 the credentials). `command` builds the parser and runs a command.
 """
 

@@ -139,7 +139,8 @@ def no_record(store: OperatorStore, pk: str, args: argparse.Namespace) -> str:
     """Why a record may not be found, in one line: the namespaces there are (a bounded
     scan), or how to list them, and how a default namespace is formed."""
     line = f"no record {pk} in {held_in(store, args)}"
-    if args.key is None:
+    http = getattr(args, "http", False)
+    if args.key is None and not http:
         return line
     try:
         found, scanned, complete = namespaces_in(store, HINT_SCANNED)
@@ -148,10 +149,13 @@ def no_record(store: OperatorStore, pk: str, args: argparse.Namespace) -> str:
             DEFAULT_NAMESPACE
         )
     if args.namespace in found:
-        return (
-            f"{line}: namespace {args.namespace} has records, not this key: check --key "
-            "(--json-values for a key that is not a string) and --scope"
+        check = (
+            "check the Idempotency-Key value and the scope (--event's principal, --principal "
+            "or the handler's own scope= with --scope)"
+            if http
+            else "check --key (--json-values for a key that is not a string) and --scope"
         )
+        return f"{line}: namespace {args.namespace} has records, not this key: {check}"
     named = [namespace for namespace, _ in _by_count(found)[:HINT_NAMED]]
     whole = "the table" if getattr(args, "valkey_url", None) is None else "the store"
     among = whole if complete else f"its first {_items(scanned)}"

@@ -43,13 +43,29 @@ def record_options(table: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "`lambda-idempotency namespaces` lists those in the table",
     )
     record.add_argument("--scope", help="the scope (tenant), if the decorator has one")
-    record.add_argument("--json-values", action="store_true", help="--key and --scope are JSON")
+    record.add_argument(
+        "--json-values",
+        action="store_true",
+        help="--key and --scope are JSON (with --http, --scope only)",
+    )
+    from . import http_records
+
+    http_records.add_options(record)
     return record
 
 
 def record_pk(args: argparse.Namespace, store: OperatorStore) -> str:
     """The record's stored key: --pk as given, or --key (and --scope) hashed as the store's
     layout hashes them, so a Powertools table is found by the same key its functions use."""
+    from . import http_records
+
+    if args.http:
+        return http_records.http_pk(args, store)
+    if args.event is not None or args.principal is not None:
+        raise CommandError(
+            "--event and --principal name an idempotent_http record's scope: add --http "
+            "(--key is then the Idempotency-Key header's value)"
+        )
     if args.pk is not None:
         return str(args.pk)
     if args.key is None or args.namespace is None:
