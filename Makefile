@@ -11,7 +11,7 @@ export VALKEY_HOME := $(CURDIR)/.tools/valkey
 SAM_VENV := .tools/sam
 export SAM_CLI_TELEMETRY := 0
 
-.PHONY: setup demo test test-fast bench-smoke test-boto3-path package-check compat-previous lint bench \
+.PHONY: setup demo test test-fast bench-smoke test-boto3-path package-check compat-previous compat-keys lint bench \
 	reliability nightly sam-check artifact-check mutate clean wire-lambda-botocore wire-awscrt \
 	bench-awscrt bench-lambda-botocore infra-check
 
@@ -100,6 +100,14 @@ compat-previous: setup
 	git cat-file -e '$(PREVIOUS_RELEASE)^{commit}' 2>/dev/null || \
 		git fetch --quiet --depth=1 origin '$(PREVIOUS_RELEASE)'
 	PREVIOUS_RELEASE=$(PREVIOUS_RELEASE) $(BIN)/python -m pytest -q -p no:cacheprovider tests/compat
+
+## Key stability alone (about 25 s): the keys (pk) and payload hashes this checkout and
+## PREVIOUS_RELEASE (any commit) store for the same events, every key feature, both layouts.
+compat-keys: setup
+	git cat-file -e '$(PREVIOUS_RELEASE)^{commit}' 2>/dev/null || \
+		git fetch --quiet --depth=1 origin '$(PREVIOUS_RELEASE)'
+	PREVIOUS_RELEASE=$(PREVIOUS_RELEASE) $(BIN)/python -m pytest -q -p no:cacheprovider \
+		tests/compat -k same_keys
 
 lint: setup
 	$(BIN)/ruff check layer tests functions benchmarks docs/infra

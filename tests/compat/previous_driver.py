@@ -7,11 +7,13 @@ that release and never this checkout's. Reads one JSON request on stdin:
     {"endpoint": ..., "region": ..., "aws_access_key_id": ..., "aws_secret_access_key": ...,
      "table": ..., "layout": "native" | "powertools",
      "calls": [{"kind": ..., "key": ..., "fail": false}, ...],
-     "holds": [{"kind": ..., "key": ...}, ...]}
+     "holds": [{"kind": ..., "key": ...}, ...],
+     "keys": [{"case": ..., "event": ...}, ...]}
 
 makes each call through the kind's decorated function (`catalogue.protected`), and each
-hold as a live claim of the key (a run that is still going), then prints one JSON answer:
-the release's version and path, each call's outcome and each kind's runs.
+hold as a live claim of the key (a run that is still going), and each key case's handler
+on its event (`key_catalogue`), then prints one JSON answer: the release's version and path,
+each call's outcome, each kind's runs and what each key case's call gave.
 """
 
 from __future__ import annotations
@@ -24,10 +26,15 @@ import uuid
 
 import boto3
 import catalogue  # this script's own folder: no import of the repository's test package
+import key_catalogue
 
 import lambda_idempotency
 from lambda_idempotency import DynamoDBStore
-from lambda_idempotency._version import VERSION
+
+try:
+    from lambda_idempotency._version import VERSION
+except ImportError:  # a commit before _version.py (2026-11-23): any pair of commits compares
+    VERSION = "unknown"
 
 
 def main() -> None:
@@ -39,7 +46,8 @@ def main() -> None:
         aws_access_key_id=request["aws_access_key_id"],
         aws_secret_access_key=request["aws_secret_access_key"],
     )
-    store = DynamoDBStore(request["table"], client=client, layout=request["layout"])
+    layout = {} if request["layout"] == "native" else {"layout": request["layout"]}
+    store = DynamoDBStore(request["table"], client=client, **layout)
     runs: list[str] = []
     outcomes = []
     for call in request.get("calls", []):
@@ -58,12 +66,14 @@ def main() -> None:
             expiration_s=now // 1000 + 3600,
         )
         outcomes.append({"held": won})
+    keys = key_catalogue.run(lambda_idempotency, store, request.get("keys", []))
     json.dump(
         {
             "version": VERSION,
             "path": lambda_idempotency.__file__,
             "outcomes": outcomes,
             "runs": runs,
+            "keys": keys,
         },
         sys.stdout,
     )

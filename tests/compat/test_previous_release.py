@@ -35,7 +35,7 @@ import pytest
 import lambda_idempotency
 from lambda_idempotency import DynamoDBStore, NewerFormatError
 from lambda_idempotency._stores.record import FORMAT_VERSION
-from tests.compat import catalogue
+from tests.compat import catalogue, key_catalogue
 from tests.conftest import create_table
 
 pytestmark = [pytest.mark.dynamodb_local]
@@ -120,9 +120,13 @@ class Table:
         self.client.put_item(TableName=self.name, Item=item)
 
     def previous(
-        self, tree: Path, calls: list[dict[str, Any]], holds: list[dict[str, Any]] | None = None
+        self,
+        tree: Path,
+        calls: list[dict[str, Any]],
+        holds: list[dict[str, Any]] | None = None,
+        keys: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
-        """Calls and holds under the previous release, in its own process."""
+        """Calls, holds and key cases under the previous release, in its own process."""
         request = {
             "endpoint": self.endpoint,
             "region": REGION,
@@ -131,13 +135,17 @@ class Table:
             "layout": self.layout,
             "calls": calls,
             "holds": holds or [],
+            "keys": keys or [],
         }
         done = subprocess.run(
             [sys.executable, str(DRIVER)],
             input=json.dumps(request),
             capture_output=True,
             text=True,
-            env={**os.environ, "PYTHONPATH": str(tree)},
+            env={
+                **{k: v for k, v in os.environ.items() if k != "AWS_LAMBDA_FUNCTION_NAME"},
+                "PYTHONPATH": str(tree),
+            },
             timeout=60,
             check=False,
         )
@@ -145,6 +153,15 @@ class Table:
         answer: dict[str, Any] = json.loads(done.stdout)
         assert Path(answer["path"]).is_relative_to(tree), "the driver imported this checkout"
         return answer
+
+    def stored_keys(self) -> dict[str, str | None]:
+        """Every record's key and its payload hash, as the table holds them."""
+        names, keys = self.store.names, {}
+        for page in self.client.get_paginator("scan").paginate(TableName=self.name):
+            for item in page["Items"]:
+                hashed = item.get(names.payload_hash)
+                keys[item[names.pk]["S"]] = None if hashed is None else hashed["S"]
+        return keys
 
 
 @pytest.fixture(params=["native", "powertools"])
@@ -334,3 +351,113 @@ def test_what_the_previous_release_does_with_a_newer_format(
     assert seen["in_progress"]["error"] == "InProgressError"
     assert answer["runs"] == []
     assert {case: table.item(pk) for case, pk in records.items()} == before
+
+
+def key_calls(layout: str) -> list[dict[str, Any]]:
+    """The key catalogue's cases, each on the events that exercise it: plain events whose
+    payloads hold the numbers, strings and nesting canonical hashing must keep; HTTP requests
+    from every authorizer kind (two principals each), every event shape, bodies plain and
+    base64; SQS batches. A Powertools table has no scopes: `scope=` is left out there."""
+    from tests.http_events import SHAPES, http_event
+    from tests.tenant_events import KINDS as AUTHORIZERS
+    from tests.tenant_events import principal_event
+
+    orders = [
+        {"order_id": "o-1", "customer": "c-1", "tenant": "t-1", "amount": 12.5,
+         "currency": "EUR", "lines": [{"sku": "a", "qty": 2}, {"sku": "b", "qty": 1.5}]},
+        {"order_id": "ö-2 ✓", "customer": "c 2", "tenant": "t-2", "amount": 100,
+         "currency": None, "lines": [10**20, -0.0, 1e-7, True, "x"]},
+        {"order_id": 3, "customer": ["c", 3], "tenant": {"id": 7}, "amount": 1e2,
+         "currency": "", "lines": {"b": 1, "a": [None, 2.25]}},
+    ]  # fmt: skip
+    plain = [
+        "key", "key_list", "key_callable", "scope", "payload", "payload_event",
+        "namespace_default", "function",
+    ]  # fmt: skip
+    if layout == "powertools":
+        plain.remove("scope")
+    calls = [{"case": case, "event": order} for case in plain for order in orders]
+    body = '{"amount": 12.5, "items": [1, 2.0, 30000000000000000000], "note": "é"}'
+    requests = [
+        principal_event(kind, who, headers={"Idempotency-Key": f"k-{kind}"}, body=body)
+        for kind in AUTHORIZERS
+        for who in ("a", "b")
+    ]
+    for shape in SHAPES:
+        for encoded in (False, True):
+            key = f"k-{shape}-{encoded}"
+            requests.append(
+                http_event(shape, headers={"Idempotency-Key": key}, body=body, base64_body=encoded)
+            )
+    scoped = ("http", "http_default_namespace") if layout == "native" else ()
+    for case in ("http_no_scope", *scoped):
+        calls += [{"case": case, "event": request} for request in requests]
+    for case in ("batch", "batch_key", "batch_default_namespace"):
+        calls += [{"case": case, "event": sqs_batch(case)}]
+    return calls
+
+
+def sqs_batch(case: str) -> dict[str, Any]:
+    """An SQS batch of three messages, as Lambda delivers one."""
+    return {
+        "Records": [
+            {
+                "messageId": f"{case}-{n}",
+                "receiptHandle": f"handle-{n}",
+                "body": json.dumps({"order_id": f"o-{n}", "amount": n * 1.5}),
+                "attributes": {
+                    "ApproximateReceiveCount": "1",
+                    "SentTimestamp": "1545082649183",
+                    "SenderId": "AIDAIENQZJOLO23YVJ4VO",
+                    "ApproximateFirstReceiveTimestamp": "1545082649185",
+                },
+                "messageAttributes": {},
+                "md5OfBody": "e4e68fb7bd0e697a0ae8f1bb342846b3",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:orders",
+                "awsRegion": "us-east-1",
+            }
+            for n in range(3)
+        ]
+    }
+
+
+@pytest.fixture
+def other_table(table: Table) -> Iterator[Table]:
+    """A second table of the same layout: one for each version's keys."""
+    other = Table(table.endpoint, table.layout)
+    yield other
+    other.client.delete_table(TableName=other.name)
+
+
+def test_both_versions_compute_the_same_keys_and_payload_hashes(
+    table: Table, other_table: Table, previous_release: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Key stability across versions: each key feature (key=, a callable key, scope=,
+    payload=, the default and a given namespace, idempotent_function, the HTTP front end
+    with every authorizer kind and event shape, batches with the default and a chosen key)
+    on the same events, under both versions, each on a table of its own: the same records'
+    keys (`pk`) and payload hashes, and each call the same outcome. A difference is a retry
+    that, sent to one version after its first attempt ran on the other, runs again (a key)
+    or is refused 422 (a payload hash)."""
+    monkeypatch.delenv("AWS_LAMBDA_FUNCTION_NAME", raising=False)
+    calls = key_calls(table.layout)
+    ours = key_catalogue.run(lambda_idempotency, table.store, calls)
+    theirs = other_table.previous(previous_release, [], keys=calls)
+
+    assert set(ours) == {"ok"}, [said for said in ours if said != "ok"][:3]
+    assert theirs["keys"] == ours
+    mine, previous = table.stored_keys(), other_table.stored_keys()
+    assert len(mine) > len(calls) // 2  # shared keys replay (no scope: one record for two)
+    assert _differences(mine, previous) == [], f"{theirs['version']} -> this version"
+
+
+def _differences(mine: dict[str, str | None], previous: dict[str, str | None]) -> list[str]:
+    only_mine = sorted(set(mine) - set(previous))
+    only_previous = sorted(set(previous) - set(mine))
+    payloads = sorted(pk for pk in set(mine) & set(previous) if mine[pk] != previous[pk])
+    return (
+        [f"key only in this version: {pk}" for pk in only_mine[:5]]
+        + [f"key only in the previous release: {pk}" for pk in only_previous[:5]]
+        + [f"payload hash differs: {pk}" for pk in payloads[:5]]
+    )

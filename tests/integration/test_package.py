@@ -16,7 +16,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-from lambda_idempotency._version import VERSION
+from tests import build_version
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARK_ONLY = {"matplotlib", "numpy"}
@@ -32,9 +32,10 @@ def test_build_makes_a_wheel_and_an_sdist_that_twine_check_passes(tmp_path: Path
         check=False,
     )
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
-    wheel = tmp_path / f"lambda_idempotency-{VERSION}-py3-none-any.whl"
-    sdist = tmp_path / f"lambda_idempotency-{VERSION}.tar.gz"
+    (wheel,) = tmp_path.glob("*.whl")
+    (sdist,) = tmp_path.glob("*.tar.gz")
     assert sorted(tmp_path.iterdir()) == [wheel, sdist]
+    VERSION = wheel.name.split("-")[1]  # noqa: N806
 
     checked = subprocess.run(
         [sys.executable, "-m", "twine", "check", "--strict", str(wheel), str(sdist)],
@@ -50,7 +51,11 @@ def test_build_makes_a_wheel_and_an_sdist_that_twine_check_passes(tmp_path: Path
         info = f"lambda_idempotency-{VERSION}.dist-info"
         fields = Parser().parsestr(archive.read(f"{info}/METADATA").decode())
         entry_points = archive.read(f"{info}/entry_points.txt").decode()
-    assert fields["Version"] == VERSION  # from _version.py, the one place it is written
+        built = archive.read("lambda_idempotency/_version.py").decode()
+    # the build's version (setup.py): the release's only from its commit, else the commit's
+    said = dict(re.findall(r'^(VERSION|COMMIT)(?:: [^=]+)? = "(.*)"$', built, re.MULTILINE))
+    assert said["VERSION"] == fields["Version"] == VERSION
+    assert build_version.problems(VERSION, said["COMMIT"]) == []
     assert fields["Requires-Python"] == ">=3.11"
     assert fields["License-Expression"] == "MIT"
     assert fields["Description-Content-Type"] == "text/markdown"
@@ -94,6 +99,8 @@ def test_build_makes_a_wheel_and_an_sdist_that_twine_check_passes(tmp_path: Path
     assert "lambda-idempotency[aws-sdk,cli,durable,powertools,testing,valkey]" in extra("dev")
     with tarfile.open(sdist) as archive:
         assert f"lambda_idempotency-{VERSION}/LICENSE" in archive.getnames()
+        member = archive.extractfile(f"lambda_idempotency-{VERSION}/{build_version.VERSION_FILE}")
+        assert member is not None and member.read().decode() == built  # the wheel's, from it
 
 
 def test_the_dev_extra_leaves_the_benchmark_plotting_stack_out() -> None:

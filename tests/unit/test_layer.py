@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from lambda_idempotency._dev.template import LAYER_TYPE, Template
+from tests import build_version
 from tests.layer_check import CACHE_TAG, DEVELOPMENT_ONLY, PACKAGE, problems, runtime_modules
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -258,3 +259,15 @@ def test_the_layer_is_the_wheel_less_the_development_tooling(
     }
     assert in_layer == in_wheel
     assert f"{PACKAGE}/py.typed" in in_layer
+
+
+def test_the_layer_says_the_version_and_commit_it_was_built_from(built_layer: Path) -> None:
+    """A deployed layer names its build: the release's version only from the release's commit,
+    else a development version with the commit (tests/build_version.py); read as Lambda does,
+    from the layer alone."""
+    said = fresh_interpreter(
+        "from lambda_idempotency import _version as v\n"
+        "print(json.dumps({'version': v.VERSION, 'commit': v.COMMIT}))",
+        built_layer,
+    )
+    assert build_version.problems(str(said["version"]), str(said["commit"])) == []

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ..._base.errors import IdempotencyError, StoreError
+from ..._version import COMMIT, VERSION
 from . import (
     doctor_table,
     inspect_records,
@@ -38,6 +39,12 @@ def parser() -> argparse.ArgumentParser:
         description=DESCRIPTION,
         epilog=OPERATOR_EXIT_CODES.replace("exit codes:", "exit codes (inspect, stuck, release):"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    root.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {VERSION} (commit {COMMIT or 'not known'})",
+        help="the package's version and the commit it was built from, then exit",
     )
     root.add_argument(
         "--template",
