@@ -32,6 +32,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from lambda_idempotency import (
+    ConfigurationError,
     InProgressError,
     LeaseLostError,
     StoreError,
@@ -259,16 +260,6 @@ def test_async_duplicates_never_starve_the_holder(valkey_node: ValkeyServer, poo
     assert dict(effects) == {"k0": 1, "k1": 1, "k2": 1, "k3": 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "DEFECT: with a RedisCluster client given (max_connections=2 a node), 24 calls at once "
-        "on distinct keys: about 21 of 24 fail with StoreError code MaxConnectionsError, "
-        "maybe_applied=True, though nothing was sent; the store waits for a connection only "
-        "on a standalone client (`_call`'s `standalone`), and the cluster client re-raises "
-        "MaxConnectionsError at once"
-    ),
-)
 def test_calls_past_a_given_cluster_clients_pool_wait_for_a_connection(
     valkey_cluster: Any,
 ) -> None:
@@ -298,15 +289,6 @@ def test_calls_past_a_given_cluster_clients_pool_wait_for_a_connection(
     assert sorted(effects) == list(range(24))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "DEFECT: 40 duplicates waiting on one key through a RedisCluster client given with "
-        "max_connections=6: some duplicates (3 of 40 with a pool of 20; 68 of 200 async with "
-        "10) get StoreError MaxConnectionsError at their claim (maybe_applied=True) or poll "
-        "(step get) instead of the holder's result; the effect runs once"
-    ),
-)
 def test_duplicates_waiting_through_a_given_cluster_client_with_a_small_pool_all_answer(
     valkey_cluster: Any,
 ) -> None:
@@ -323,48 +305,29 @@ def test_duplicates_waiting_through_a_given_cluster_client_with_a_small_pool_all
 # -- 2. a WAIT the server refuses -----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "DEFECT: a client given with socket_timeout=0.5 and replicas=1 (replica_timeout_ms "
-        "1000, accepted: the check compares it with the store's timeout only) on a node whose "
-        "WAIT falls short: the socket times out during WAIT, the claim is a StoreError "
-        "TimeoutError (or, when redis-py's own retry re-sends it, InProgressError: 'another "
-        "invocation is running with this key', for the caller's own claim), the release "
-        "after it times out too, and in 3 of 4 keys the claim stays: the retry on a store "
-        "that waits for nothing gets InProgressError for the whole lease. Effects: 0 of 4 "
-        "retries ran, where a claim not acknowledged is documented as released at once"
-    ),
-)
-def test_a_claim_whose_socket_times_out_during_its_wait_leaves_the_key_free(
+def test_a_wait_longer_than_a_given_clients_socket_timeout_is_refused_when_built(
     valkey_node: ValkeyServer,
 ) -> None:
-    """A client given with a 0.5 s socket timeout, `replicas=1` on a node with no replica:
-    WAIT blocks its 1000 ms and the socket times out first. Promise: the claim never locks
-    the key; a retry on a store that waits for nothing runs the effect once."""
-    prefix = _prefix()
+    """A client given with a 0.5 s socket timeout and `replicas=1` (WAIT up to 1000 ms): the
+    socket would time out during WAIT, after the claim ran, and the claim's release would time
+    out too, leaving the key claimed for the whole lease (3 of 4 keys did, effects 0 of 4 on
+    the retries: the round's defect). Promise now: such a store is refused when built, with
+    a ConfigurationError naming the client's timeout, and one whose WAIT fits it works."""
     client = _opened(redis.Redis.from_url(valkey_node.url, socket_timeout=0.5))
-    waiting_store = ValkeyStore(client=client, prefix=prefix, replicas=1)
-    plain = _opened(ValkeyStore(valkey_node.url, prefix=prefix))
+    with pytest.raises(ConfigurationError, match="500 ms"):
+        ValkeyStore(client=client, prefix=_prefix(), replicas=1)
     effects: list[str] = []
-    retries: list[Any] = []
+    fits = ValkeyStore(
+        client=client, prefix=_prefix(), replicas=0, aof=True, replica_timeout_ms=400
+    )
 
+    @idempotent(key="id", store=fits)
     def charge(event: dict[str, Any], context: Any) -> str:
         effects.append(event["id"])
         return "charged"
 
-    for key in ("o-1", "o-2", "o-3", "o-4"):
-        with pytest.raises((StoreError, InProgressError)):
-            idempotent(key="id", store=waiting_store, lease_seconds=600)(charge)({"id": key}, None)
-        assert effects == []
-        try:
-            retries.append(
-                idempotent(key="id", store=plain, lease_seconds=600)(charge)({"id": key}, None)
-            )
-        except InProgressError as exc:
-            retries.append(exc)
-    assert retries == ["charged"] * 4, retries
-    assert effects == ["o-1", "o-2", "o-3", "o-4"]
+    assert charge({"id": "o-1"}, None) == charge({"id": "o-1"}, None) == "charged"
+    assert effects == ["o-1"]
 
 
 @pytest.mark.parametrize("refused", ["complete", "release", "extend"])
@@ -456,16 +419,6 @@ def test_a_retake_whose_wait_is_refused_is_undone_and_the_key_stays_free(
     assert plain.claim("k-1", owner="b", now_ms=_now_ms(), **claim)[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "DEFECT (minor): a server with min-replicas-to-write refuses the claim script at its "
-        "first write (NOREPLICAS: nothing written, no key on the server), but the StoreError "
-        "says code ResponseError, maybe_applied=True, retryable=False: the caller is told the "
-        "claim may have landed and retrying cannot help (docs: a refusal the server answered "
-        "ran nothing and may be retried); the protocol also sends a needless release"
-    ),
-)
 def test_a_claim_refused_for_want_of_replicas_says_nothing_applied() -> None:
     with ValkeyServer("--min-replicas-to-write", "1") as node:
         store = _opened(ValkeyStore(node.url, prefix=_prefix()))
@@ -536,20 +489,6 @@ def _waiters_woken(node: ValkeyServer, socket_timeout: float) -> tuple[list[floa
     return lags, effects
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "DEFECT: a client given with socket_timeout 0.2 or 0.3 s: each block is cut at 0.8 of "
-        "it (0.16 / 0.24 s), but Valkey ends a BLPOP on its 100 ms timer (hz 10), so a block "
-        "that starts in the later part of a tick answers at 0.25-0.3 / 0.3-0.34 s, past the "
-        "socket's timeout (measured back to back: 9 and 11 of 12 BLPOPs timed out; 1 of 12 at "
-        "the docs' own 0.5 s example, and one reconnect in 2 s at 1 s on this busy machine): "
-        "the client drops the connection, the wake-up on it is lost and the waiter sleeps out "
-        "its interval. Here (polls a minute apart) such waiters answer at their max_wait (6 s) "
-        "instead of ms after the completion; on the real schedule they answer up to a poll "
-        "interval (0.5 s) late and reconnect on most blocks (8 reconnects in 3 s, 4 waiters)"
-    ),
-)
 @pytest.mark.usefixtures("slow_schedule")
 @pytest.mark.parametrize("socket_timeout", [0.2, 0.3])
 def test_waiters_on_a_short_socket_timeout_keep_their_connections_and_wake_at_once(
@@ -619,18 +558,6 @@ def _fork_waiter_while_the_pool_is_busy(
     return answer, effects
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "DEFECT: a store built from its URL, used before a fork, forked while another thread "
-        "of the parent is inside a call on the store's pool (holds its lock): the child hangs "
-        "for ever inside os.fork() itself, in the library's at-fork hook: renew() drops the "
-        "old client, whose __del__ closes its pool, and redis-py 8.1's reset takes the lock "
-        "the fork copied as held. The forked process never runs a line (any fork of the "
-        "process: gunicorn --preload workers, a multiprocessing pool), never answers, not "
-        "even at its max_wait"
-    ),
-)
 def test_a_waiter_forked_while_another_thread_is_in_the_url_stores_pool_wakes(
     valkey_node: ValkeyServer,
 ) -> None:
@@ -644,18 +571,6 @@ def test_a_waiter_forked_while_another_thread_is_in_the_url_stores_pool_wakes(
     assert effects == ["o-1"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "DEFECT: a store given a redis.Redis client, used before a fork, forked while another "
-        "thread of the parent is inside a pool call (seen naturally in 2 of 8 runs of 6 "
-        "forked waiters with a parent thread polling the client; forced here): the child "
-        "hangs for ever in redis-py 8.1's ConnectionPool.reset (it takes the pool lock the "
-        "fork copied as held), so the forked waiter never answers, not even at its "
-        "max_wait; the store renews a URL store's client in the child but keeps a given "
-        "client's pool"
-    ),
-)
 def test_a_waiter_forked_while_another_thread_is_in_a_given_clients_pool_wakes(
     valkey_node: ValkeyServer,
 ) -> None:

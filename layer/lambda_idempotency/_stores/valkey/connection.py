@@ -16,6 +16,7 @@ up to the store's timeout (`waking` says why pools fill: blocked waiters).
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -102,6 +103,28 @@ def close_client(client: Any) -> None:
             node.redis_connection.connection_pool.disconnect()
 
 
+def fresh_pool_locks(client: Any) -> None:
+    """In a forked child, before anything uses `client`: its pools' locks made anew. A fork
+    copies a lock another thread of the parent held as held, and redis-py (8.x) takes a
+    pool's lock to reset the pool in the child: the child's first call would hang for ever.
+    Nothing else runs in the child yet, so nothing can hold them (as `logging` does at fork)."""
+    pools = [getattr(client, "connection_pool", None)]
+    for node in client.get_nodes() if hasattr(client, "get_nodes") else ():
+        pools.append(getattr(node.redis_connection, "connection_pool", None))
+    for pool in pools:
+        if pool is None or getattr(pool, "pid", None) == os.getpid():
+            continue
+        for name in ("_lock", "_fork_lock"):
+            lock = getattr(pool, name, None)
+            if isinstance(lock, _RLOCK):
+                setattr(pool, name, threading.RLock())
+            elif isinstance(lock, _LOCK):
+                setattr(pool, name, threading.Lock())
+
+
+_RLOCK, _LOCK = type(threading.RLock()), type(threading.Lock())
+
+
 def build_client(url: str, *, cluster: bool, timeout: float) -> Any:
     """A client of `url` (the module docstring says how it is built, and why)."""
     redis = redis_module()
@@ -145,15 +168,18 @@ def call(
         try:
             return send(client)
         except errors.RedisError as exc:
-            standalone = not hasattr(client, "get_node_from_key")
-            exhausted = standalone and pool_exhausted(errors, exc)
+            exhausted = pool_exhausted(errors, exc)
             give_up = give_up or time.monotonic() + timeout
             if exhausted and time.monotonic() + pause < give_up:
-                time.sleep(pause)  # nothing was sent: send it once a connection is free
+                time.sleep(pause)  # each script is safe to send again: once a connection frees
                 pause = min(pause * 2, POOL_RETRY_MAX_SECONDS)
                 continue
             if exhausted:
-                raise error(step, POOL_EXHAUSTED, pk, retryable=True, maybe_applied=False) from exc
+                # a standalone client takes its connection before any attempt: nothing went
+                # out; a cluster client's retries may have sent one before the pool ran dry
+                cluster = hasattr(client, "get_node_from_key")
+                sent = cluster and step not in ("get", "scan")
+                raise error(step, POOL_EXHAUSTED, pk, retryable=True, maybe_applied=sent) from exc
             raise store_error(errors, exc, step, pk, knows_unsent=knows_unsent) from exc
 
 
@@ -194,6 +220,9 @@ def store_error(
     if isinstance(exc, getattr(errors, "OutOfMemoryError", ())) or str(exc).startswith("OOM"):
         # redis-py strips the OOM code from the message where it has a class for it
         return error(step, "OOM", pk, retryable=True, maybe_applied=False)
+    if str(exc).startswith("NOREPLICAS"):
+        # min-replicas-to-write unmet: refused at a script's first write, so before any
+        return error(step, "NOREPLICAS", pk, retryable=True, maybe_applied=False)
     if isinstance(exc, errors.ResponseError) and str(exc).startswith("WRONGTYPE"):
         # The record's key holds no hash: nothing this library wrote. Nothing ran.
         return unreadable(STORED_RECORD_UNREADABLE, "not a hash", key_hash=pk, step=step)

@@ -76,17 +76,20 @@ from .connection import (
     call,
     checked_target,
     close_client,
+    fresh_pool_locks,
     masked,
 )
 from .lean import LeanSender, unsent
 from .reading import record_of
 from .replicas import WAIT_FAILS, ReplicaWait, refusal
-from .waking import Waiters
+from .waking import Waiters, pool_of
 
 if TYPE_CHECKING:
     from ..._base.keys import KeyLayout
 
 DEFAULT_PREFIX = "idempotency:"
+_LEFT_BEHIND: list[Any] = []
+"""Clients a forked child dropped: its parent's, kept unclosed (`renew`)."""
 CLOSED_MID_CALL = "ClosedMidCall"
 """The `StoreError.code` of a call another thread's `close()` cut (retryable, maybe applied)."""
 ENLISTED_WRITES_REFUSED = (
@@ -137,7 +140,11 @@ class ValkeyStore:
                 "key the record's hash tag (its cluster slot)"
             )
         self._cluster = cluster
-        self._wait = ReplicaWait(replicas, replica_timeout_ms, aof, self._timeout)
+        call_timeout = self._timeout
+        if client is not None:  # a call on it waits as long as its own sockets do
+            _, socket_timeout = pool_of(client)
+            call_timeout = min(call_timeout, socket_timeout or call_timeout)
+        self._wait = ReplicaWait(replicas, replica_timeout_ms, aof, call_timeout)
         self.replicas, self.replica_timeout_ms = self._wait.replicas, self._wait.timeout_ms
         self.aof = self._wait.aof
         self._client = client
@@ -166,8 +173,14 @@ class ValkeyStore:
         self._waiters = Waiters(self._timeout)
         self._building = threading.Lock()  # a fork copies one another thread held as held
         if self._url is not None:
+            if self._client is not None:
+                # never closed here: closing takes its pool's lock, which a fork copies as
+                # held when another thread was in the pool (the child would hang for ever)
+                _LEFT_BEHIND.append(self._client)
             self._client, self._lean = None, None
             self._scripts = None
+        elif self._client is not None:
+            fresh_pool_locks(self._client)
 
     def __repr__(self) -> str:
         where = "client" if self._url is None else masked(self._url)

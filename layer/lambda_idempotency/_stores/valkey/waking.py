@@ -11,7 +11,9 @@ a waiter ran the effect again when the lease lapsed.)
 
 **A block ends before the socket's timeout.** A block longer than the client's socket timeout
 would make the client drop the connection, and the wake-up on it: a block lasts at most
-`WAKE_BLOCK_SHARE` of the shorter of the client's socket timeout and the store's own.
+`WAKE_BLOCK_SHARE` of the shorter of the client's socket timeout and the store's own, and
+ends `BLOCK_LATE_SECONDS` before it (a server may answer a block that late). Where no block
+fits (a socket timeout of 0.2 s), waiters poll.
 
 **Each process its own waiters.** A waiter's token is the store's waiter id and the thread's
 id; a forked child or a restored SnapStart environment draws a new waiter id (`renew`), as
@@ -29,10 +31,18 @@ from .connection import redis_module
 from .scripts import WAKE_KEEP_MS
 
 WAKE_BLOCK_SHARE = 0.8
-"""A waiter blocks at most this share of the socket's timeout at a time: the timeout must not
-fire first (it would drop the connection, and the wake-up on it)."""
+"""A waiter blocks at most this share of the socket's timeout at a time (and at least
+`BLOCK_LATE_SECONDS` less): the timeout must not fire first (it would drop the connection,
+and the wake-up on it)."""
 WAKE_MIN_BLOCK_SECONDS = 0.001
 """Shorter blocks are not sent: BLPOP's finest timeout is a millisecond, and 0 blocks forever."""
+BLOCK_LATE_SECONDS = 0.15
+"""How late a server may end a block: Valkey times blocked clients out in its event loop,
+which may sleep until its next 100 ms tick (`hz 10`), so a block asked for 160 ms answered
+after a 200 ms socket timeout. A block ends this much before the socket's timeout."""
+SHORTEST_USEFUL_BLOCK_SECONDS = 0.05
+"""With less room than this under the socket's timeout, a waiter does not block: it sleeps
+through its poll interval, as on a store that does not wake (a client with a 0.2 s timeout)."""
 BLOCKING_SHARE = 0.5
 """At most this share of a pool's connections block at once; the rest serve the other calls."""
 DEFAULT_POOL_CONNECTIONS = 100
@@ -56,7 +66,7 @@ class Waiters:
         this waiter while the record is still `seen`, then it blocks within the limits."""
         deadline = time.monotonic() + timeout_s
         slots, longest = self.limits(client)
-        if not slots.acquire(blocking=False):
+        if not longest or not slots.acquire(blocking=False):
             time.sleep(max(0.0, timeout_s))  # as on a store that does not wake
             return
         token = self.token()
@@ -85,7 +95,10 @@ class Waiters:
             longest = self._store_timeout_s
             if socket_timeout is not None and 0 < socket_timeout < longest:
                 longest = socket_timeout
-            limits = (threading.BoundedSemaphore(slots), longest * WAKE_BLOCK_SHARE)
+            block = min(longest * WAKE_BLOCK_SHARE, longest - BLOCK_LATE_SECONDS)
+            if block < SHORTEST_USEFUL_BLOCK_SECONDS:
+                block = 0.0  # no block fits: every waiter polls
+            limits = (threading.BoundedSemaphore(slots), block)
             self._limits = limits
         return limits
 
