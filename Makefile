@@ -52,13 +52,14 @@ demo: setup
 ## The whole test suite (unit tests on moto, integration tests on DynamoDB Local), but the
 ## benchmark suite's end-to-end run (`make bench-smoke`). A test past its time limit fails
 ## alone and the run ends with its summary; the 25 slowest tests are listed. Raise every limit
-## with PYTEST_ADDOPTS=--timeout=120 (0: none); see docs/testing.md, "Time limits".
+## with PYTEST_ADDOPTS=--timeout=120 (0: none); see docs/contributing/testing.md, "Time limits".
 test: setup
 	$(BIN)/python -m pytest -m 'not benchmark_suite' --durations=25
 
 ## The fast tier, about a minute on an idle 2-core machine: the moto unit tests of the protocol's
-## steps and the DynamoDB Local tests of its conditions and promises (docs/testing.md, "The fast
-## tier", lists the planted faults it catches). For a quick check while working; not CI's run.
+## steps and the DynamoDB Local tests of its conditions and promises
+## (docs/contributing/testing.md, "The fast tier", lists the planted faults it catches). For a
+## quick check while working; not CI's run.
 FAST_TESTS := tests/unit/test_decorators.py tests/unit/test_store.py tests/unit/test_record.py \
 	tests/unit/test_cache.py tests/unit/test_execution.py tests/unit/test_keys.py \
 	tests/unit/test_tenant.py tests/unit/test_limits.py tests/unit/test_stored_bytes.py \
@@ -230,7 +231,7 @@ bench: setup $(BIN)/.bench-installed
 ## Mutation testing (mutmut) of the modules the failure promises live in, on the fast tests;
 ## MODULE=_protocol.engine for one module; JOBS=1 for one mutant at a time on a shared machine;
 ## SAMPLE=150 for a random sample of a module's mutants (an estimate, with its interval). Long:
-## see docs/testing.md. Results stay in mutants/.
+## see docs/contributing/testing.md, "Mutation testing". Results stay in mutants/.
 MODULE ?=
 JOBS ?=
 SAMPLE ?=

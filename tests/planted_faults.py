@@ -3,7 +3,7 @@
 (issue 31) and in the direct path to DynamoDB (issue 39), each run against the fast test files that should catch it: how long each takes to
 fail. `python tests/planted_faults.py [index ...]` from the repository root (DynamoDB Local
 as for the suite: DYNAMODB_LOCAL_HOME). Each fault is applied to a copy of `layer/`, never to
-the checkout. docs/testing.md has the table of the last run."""
+the checkout. docs/contributing/testing.md has the table of the last run."""
 
 from __future__ import annotations
 

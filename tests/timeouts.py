@@ -1,5 +1,5 @@
 """The suite's time limits: a test past its limit fails alone, and the run goes on to its
-summary line (docs/testing.md, "Time limits").
+summary line (docs/contributing/testing.md, "Time limits").
 
 - pytest-timeout's `signal` method (pyproject.toml) raises in the test's main thread when its
   limit is up: sleeps, joins, lock waits, socket reads and process waits are all interrupted.

@@ -18,7 +18,7 @@ fast wire path and the plain boto3 client) and a fake clock:
   replays and one expired by 2.1 s runs again; and a retry `retry_after` seconds after an
   `InProgressError` is answered.
 
-Each was once broken by hand (docs/testing.md) and caught here in seconds.
+Each was once broken by hand (docs/contributing/testing.md) and caught here in seconds.
 """
 
 from __future__ import annotations

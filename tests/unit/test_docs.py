@@ -39,6 +39,7 @@ PAGES = [
     ROOT / "README.md",
     *sorted((ROOT / "docs").glob("*.md")),
     *sorted((ROOT / "docs" / "reference").glob("*.md")),
+    *sorted((ROOT / "docs" / "contributing").glob("*.md")),
 ]
 CONTINUES = "# continues the example above"
 OWN_TESTS = {"operations.md": "test_the_operations_guide_examples_write_what_it_shows"}

@@ -1,6 +1,6 @@
 """Every fault in tests/planted_faults.py still finds the source lines it replaces: a fault
-whose lines were rewritten plants nothing, and its row in docs/testing.md would claim a
-catch that no run can repeat (four had gone stale this way after the code moved)."""
+whose lines were rewritten plants nothing, and its row in docs/contributing/testing.md would
+claim a catch that no run can repeat (four had gone stale this way after the code moved)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ services answer too, and CONFIG GET appendfsync, which some refuse (then `??`); 
 store sends (scripts, BLPOP, WAIT) is tried on a scratch key (`doctor_valkey_access`), since
 INFO answers whatever an ACL user may run. The last check
 is always a warning, whatever the server says: replication is asynchronous, and a failover
-can lose a claim the primary acknowledged (measured in docs/valkey.md).
+can lose a claim the primary acknowledged (measured in docs/contributing/valkey.md).
 """
 
 from __future__ import annotations

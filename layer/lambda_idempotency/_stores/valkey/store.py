@@ -48,7 +48,7 @@ in one DynamoDB transaction with the record; Valkey has none with DynamoDB, so t
 refused with a `ConfigurationError` at `add_write`, inside the handler, before anything is
 stored (`enlisted_writes_refusal`). Durability is Valkey's: a write acknowledged by a
 primary that dies before its replica received it is lost (asynchronous replication), and a
-claim lost so lets a second caller run the effect again (measured: docs/valkey.md).
+claim lost so lets a second caller run the effect again (measured: docs/contributing/valkey.md).
 
 **Waiting for replicas** (`replicas=`, `aof=`): each write script and its WAIT in one
 pipeline; what a shortfall or a refused WAIT means for each step is `replicas`'. How the
