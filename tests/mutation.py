@@ -59,6 +59,9 @@ PROMISE_MODULES = (
     "_stores.valkey.replicas",
     "_stores.valkey.connection",
     "_stores.valkey.waking",
+    "_stores.valkey.transport",
+    "_stores.valkey.lean",
+    "_stores.valkey.operators",
 )
 STORE_POLICY = (
     # What an HTTP response or a batch record stores and replays, and under which key.

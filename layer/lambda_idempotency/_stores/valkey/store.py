@@ -58,7 +58,6 @@ client is built and what its failures mean is `connection`'s; how a record is re
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -66,23 +65,18 @@ from typing import TYPE_CHECKING, Any
 
 from ..._base import lifecycle
 from ..._base.errors import ConfigurationError, StoreError
-from ..._base.observe import emit
 from ..dynamodb.layout import NATIVE_KEYS, TOMBSTONE_SECONDS
 from ..record import Record, ScanPage, StoredForm
-from . import operators, scripts
+from . import operators
 from .connection import (
     SOCKET_TIMEOUT_SECONDS,
-    build_client,
-    call,
     checked_target,
-    close_client,
     fresh_pool_locks,
     masked,
 )
-from .lean import LeanSender, unsent
 from .reading import record_of
-from .replicas import WAIT_FAILS, ReplicaWait, refusal
-from .waking import Waiters, pool_of
+from .transport import ScriptTransport
+from .waking import Waiters
 
 if TYPE_CHECKING:
     from ..._base.keys import KeyLayout
@@ -90,8 +84,6 @@ if TYPE_CHECKING:
 DEFAULT_PREFIX = "idempotency:"
 _LEFT_BEHIND: list[Any] = []
 """Clients a forked child dropped: its parent's, kept unclosed (`renew`)."""
-CLOSED_MID_CALL = "ClosedMidCall"
-"""The `StoreError.code` of a call another thread's `close()` cut (retryable, maybe applied)."""
 ENLISTED_WRITES_REFUSED = (
     "add_write enlists a DynamoDB write to commit in one transaction with the idempotency "
     "record; with ValkeyStore the record lives in Valkey, which cannot join a DynamoDB "
@@ -100,7 +92,7 @@ ENLISTED_WRITES_REFUSED = (
 )
 
 
-class ValkeyStore:
+class ValkeyStore(ScriptTransport):
     """The idempotency record in Valkey or Redis (tested on Valkey 9, single node and
     cluster; docs/valkey.md).
 
@@ -133,33 +125,15 @@ class ValkeyStore:
         replica_timeout_ms: int | None = None,
         aof: bool = False,
     ) -> None:
-        self._url, self._timeout = checked_target(url, client, timeout)
+        url, timeout = checked_target(url, client, timeout)
         if not isinstance(prefix, str) or "{" in prefix or "}" in prefix:
             raise ConfigurationError(
                 "prefix must be a string without braces: the braces after it make the hashed "
                 "key the record's hash tag (its cluster slot)"
             )
-        self._cluster = cluster
-        call_timeout = self._timeout
-        if client is not None:  # a call on it waits as long as its own sockets do
-            _, socket_timeout = pool_of(client)
-            call_timeout = min(call_timeout, socket_timeout or call_timeout)
-        self._wait = ReplicaWait(replicas, replica_timeout_ms, aof, call_timeout)
+        super().__init__(url, client, cluster, timeout, prefix, (replicas, replica_timeout_ms, aof))
         self.replicas, self.replica_timeout_ms = self._wait.replicas, self._wait.timeout_ms
         self.aof = self._wait.aof
-        self._client = client
-        self.prefix = prefix
-        self._scripts: dict[str, Any] | None = None
-        self._building = threading.Lock()
-        self._knows_unsent = False
-        """Whether a failure to connect means nothing was sent: true of the clients this
-        store builds (redis-py retries nothing on them: a retry hides whether an earlier
-        attempt went out), false of a client given, which may retry or re-route."""
-        self._lean: LeanSender | None = None
-        """The lean path's sender, on a standalone client the store built (`lean`)."""
-        self._closes = 0
-        """How often `close` ran: a call that saw it change failed because of it."""
-        self._waiters = Waiters(self._timeout)
         lifecycle.track(self)
 
     def prepare(self) -> None:
@@ -193,30 +167,6 @@ class ValkeyStore:
     @property
     def layout(self) -> KeyLayout:
         return NATIVE_KEYS
-
-    @property
-    def client(self) -> Any:
-        """The redis-py client, built from the URL on first use."""
-        if self._client is None:
-            with self._building:
-                if self._client is None:
-                    client = build_client(
-                        self._url or "", cluster=self._cluster, timeout=self._timeout
-                    )
-                    self._lean = None if self._cluster else LeanSender(client)
-                    self._knows_unsent = not self._cluster
-                    self._client = client
-        return self._client
-
-    def close(self) -> None:
-        """Close the connections of the client this store built from its URL (the next call
-        opens new ones). A client you gave stays yours to close."""
-        client = self._client
-        if self._url is not None and client is not None:
-            self._client, self._scripts, self._lean = None, None, None
-            self._waiters = Waiters(self._timeout)
-            self._closes += 1
-            close_client(client)
 
     def check_decoration(self, namespace: str, *, payload: bool) -> None:
         """Any namespace fits: Valkey keys and values hold far more than a record needs."""
@@ -414,93 +364,7 @@ class ValkeyStore:
 
     # -- keys ---------------------------------------------------------------------------------
 
-    def key_of(self, pk: str) -> str:
-        """The record's key: the hashed key in braces, a hash tag, so in cluster mode the
-        record and anything kept beside it under the same tag share one slot."""
-        return f"{self.prefix}{{{pk}}}"
-
-    def pk_of(self, key: bytes | str) -> str | None:
-        text = key.decode() if isinstance(key, bytes) else key
-        if not (text.startswith(self.prefix + "{") and text.endswith("}")):
-            return None
-        return text[len(self.prefix) + 1 : -1]
-
     # -- internals ----------------------------------------------------------------------------
-
-    def _script(self, name: str) -> Any:
-        loaded = self._scripts
-        if loaded is None:
-            client = self.client
-            loaded = {step: client.register_script(source) for step, source in scripts.ALL.items()}
-            self._scripts = loaded
-        return loaded[name]
-
-    def _run(self, name: str, pk: str, args: list[Any]) -> Any:
-        script = self._script(name)
-        key, values = self.key_of(pk), [_arg(a) for a in args]
-        lean = self._lean
-        if lean is not None and lean.serves():
-            answer = self._call(name, pk, lambda _: lean.evalsha(script, key, values))
-            if not unsent(answer):
-                return answer
-        return self._call(name, pk, lambda client: script(keys=[key], args=values))
-
-    def _written(
-        self, name: str, pk: str, args: list[Any], *, undo: tuple[str, int] | None = None
-    ) -> Any:
-        """A write script's answer, after its replicas acknowledged it when `replicas` or
-        `aof` ask so. A claim, retake or extension they did not acknowledge raises (a claim
-        `undo`ne first: released by its owner token, best effort); the others are logged."""
-        if not self._wait.asks:
-            return self._run(name, pk, args)
-        script, key = self._script(name), self.key_of(pk)
-        values = [_arg(a) for a in args]
-        answer, short, refused = self._call(
-            name, pk, lambda client: self._wait.send(client, script, key, values)
-        )
-        wrote = bool(answer[0]) if isinstance(answer, list) else bool(answer)
-        if short is None or not wrote:
-            return answer  # a refused write wrote nothing a failover could lose
-        if name not in WAIT_FAILS:
-            emit(logging.WARNING, "replicas_not_acknowledged", pk, step=name, detail=short)
-            return answer
-        undone = None if undo is None else self._undo(pk, *undo)
-        raise refusal(name, pk, short, refused=refused, undone=undone)
-
-    def _undo(self, pk: str, owner: str, now_ms: int) -> bool:
-        """Release a claim not confirmed, by its owner token: whether it was (best effort)."""
-        try:
-            return bool(
-                self._run("release", pk, [owner, now_ms, now_ms // 1000 + TOMBSTONE_SECONDS])
-            )
-        except StoreError:
-            return False
-
-    def _call(self, step: str, pk: str | None, send: Any) -> Any:
-        """`send(client)`'s answer, its failure a StoreError (`connection.call`). A store
-        closed by another thread mid-call leaves redis-py's connection half torn down, and
-        whatever that raises is a StoreError too: the call may have been sent."""
-        client, closes = self.client, self._closes
-        unsent = self._knows_unsent
-        try:
-            return call(client, send, step, pk, timeout=self._timeout, knows_unsent=unsent)
-        except StoreError:
-            raise
-        except Exception as exc:
-            if self._closes == closes:
-                raise
-            raise StoreError(
-                f"Valkey {step} failed (the store was closed during the call)",
-                key_hash=pk,
-                code=CLOSED_MID_CALL,
-                retryable=True,
-                maybe_applied=step not in ("get", "scan"),
-                step=step,
-            ) from exc
-
-
-def _arg(value: Any) -> Any:
-    return str(value) if isinstance(value, int) else value
 
 
 def _blank(value: int | None) -> int | str:
