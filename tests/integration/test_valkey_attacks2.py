@@ -381,7 +381,10 @@ def test_an_operators_release_wakes_the_waiters_and_one_runs_at_once(
     )(lambda event, context: effects.append(event["id"]) or time.monotonic())
 
     def operator() -> None:
-        time.sleep(1.0)  # the waiter is blocked by now
+        armed = f"{store.key_of(pk)}:waiters"  # the waiter is armed, its block sent or to come
+        deadline = time.monotonic() + 10
+        while not store.client.scard(armed) and time.monotonic() < deadline:
+            time.sleep(0.005)
         shown = store.get(pk)
         assert shown is not None
         released_at.append(time.monotonic())
