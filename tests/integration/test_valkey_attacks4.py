@@ -9,13 +9,14 @@ duplicates, cluster clients given with small pools, socket timeouts near the ser
 timer, WAITAOF refused in the middle of a run, a fork while another thread is in the pool.
 
 Each test states the promise it attacks and counts the effects. A promise that held is a
-plain test guarding it; a defect is a strict xfail whose reason says what a user sees. Of the
-round's eight pinned defects, seven are fixed and their tests plain: a given cluster client's
+plain test guarding it; a defect is a strict xfail whose reason says what a user sees. All the
+round's eight pinned defects are fixed and their tests plain: a given cluster client's
 full pool waited for (calls and duplicates); NOREPLICAS a retryable refusal that applied
 nothing; blocks end 150 ms before the socket's timeout (none where none fits); a forked child
 never closes its parent's client, and a given client's pool locks are made anew in it (both
 hung in redis-py's reset); a WAIT longer than a given client's socket timeout refused when the
-store is built. One stays: out of memory, a claim is accepted while an extension is refused."""
+store is built; out of memory, a claim is refused as an extension is (a duplicate ran beside
+a holder that could not extend)."""
 
 from __future__ import annotations
 
@@ -643,16 +644,6 @@ def test_records_of_no_format_this_library_writes_are_unreadable_and_never_repla
 # -- 6. a server out of memory --------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "DEFECT: on a server at maxmemory with noeviction, a holder's heartbeat extensions are "
-        "refused (OOM, retryable, nothing applied, as documented) while a duplicate's takeover "
-        "claim is accepted (its first write deletes): the lease lapses under the running "
-        "holder, the duplicate runs the effect again, and the holder ends with LeaseLostError. "
-        "Effects counted: 2 (every run)"
-    ),
-)
 def test_a_server_out_of_memory_never_lets_a_duplicate_run_beside_a_heartbeating_holder() -> None:
     with ValkeyServer("--maxmemory-policy", "noeviction") as node:
         admin = _opened(redis.Redis.from_url(node.url))
@@ -689,51 +680,60 @@ def test_a_server_out_of_memory_never_lets_a_duplicate_run_beside_a_heartbeating
                 dup = second.result()
         finally:
             admin.config_set("maxmemory", 0)
+        # The round's defect (effects 2): the duplicate's takeover was accepted while every
+        # extension was refused. Now a claim is refused there too (its first write may grow
+        # memory): the duplicate gets a retryable OOM that applied nothing, and the holder,
+        # whose lease did lapse, says so (LeaseLostError) or completes.
         assert effects == ["o-1"], f"effects {effects}; holder {holder!r}; duplicate {dup!r}"
-        assert not isinstance(holder, LeaseLostError)
+        assert holder == "charged" or isinstance(holder, LeaseLostError), holder
+        assert isinstance(dup, StoreError) and dup.code == "OOM", dup
+        assert dup.retryable and not dup.maybe_applied
 
 
-def test_a_claim_and_its_waiters_on_a_server_out_of_memory_run_the_effect_once() -> None:
-    """At maxmemory with noeviction: claims, completions and releases go on (their first
-    write deletes) and a waiter's arm too; a holder without extensions completes, its
-    duplicates answer its result, and an extension asked meanwhile is a retryable OOM that
-    applied nothing. Effects counted: 1."""
+def test_claims_on_a_server_out_of_memory_are_refused_and_the_retry_runs_once() -> None:
+    """At maxmemory with noeviction a claim is refused (OOM, retryable, nothing applied), as an
+    extension is: nothing runs. A holder that claimed before the server filled completes (a
+    completion's first write deletes, so it goes on), its duplicates answer its result, and
+    once memory is free a refused caller's retry runs once. Effects counted: 2 keys, 2 runs."""
     with ValkeyServer("--maxmemory-policy", "noeviction") as node:
         admin = _opened(redis.Redis.from_url(node.url))
         store = _opened(ValkeyStore(node.url, prefix=_prefix()))
-        admin.config_set("maxmemory", 1)
-        refused: list[StoreError] = []
+        effects: list[str] = []
+        holding, full = threading.Event(), threading.Event()
+
+        @idempotent(
+            key="id", store=store, lease_seconds=20, on_in_progress="wait", max_wait_seconds=10
+        )
+        def charge(event: dict[str, Any], context: Any) -> str:
+            effects.append(event["id"])
+            holding.set()
+            full.wait(10)
+            return "charged"
+
+        def duplicate(_: int) -> Any:
+            holding.wait(10)
+            full.wait(10)
+            try:
+                return charge({"id": "o-1"}, None)
+            except Exception as exc:
+                return exc
+
         try:
-            effects: list[str] = []
-            holding = threading.Event()
-
-            @idempotent(
-                key="id", store=store, lease_seconds=20, on_in_progress="wait", max_wait_seconds=10
-            )
-            def charge(event: dict[str, Any], context: Any) -> str:
-                effects.append(event["id"])
-                holding.set()
-                try:
-                    current_execution().extend_lease(30)
-                except StoreError as exc:
-                    refused.append(exc)
-                time.sleep(0.5)
-                return "charged"
-
-            def duplicate(_: int) -> Any:
-                holding.wait(10)
-                try:
-                    return charge({"id": "o-1"}, None)
-                except Exception as exc:
-                    return exc
-
-            with ThreadPoolExecutor(9) as pool:
+            with ThreadPoolExecutor(5) as pool:
                 first = pool.submit(charge, {"id": "o-1"}, None)
-                answers = list(pool.map(duplicate, range(8)))
+                answers = [pool.submit(duplicate, n) for n in range(4)]
+                holding.wait(10)
+                admin.config_set("maxmemory", 1)
+                with pytest.raises(StoreError) as refused:
+                    charge({"id": "o-2"}, None)
+                full.set()
                 assert first.result() == "charged"
+                replies = [answer.result() for answer in answers]
         finally:
             admin.config_set("maxmemory", 0)
-        assert answers == ["charged"] * 8, _failures(answers)
+        assert refused.value.code == "OOM" and refused.value.retryable
+        assert not refused.value.maybe_applied
+        assert replies == ["charged"] * 4, _failures(replies)
         assert effects == ["o-1"]
-        (error,) = refused
-        assert error.code == "OOM" and error.retryable and not error.maybe_applied
+        assert charge({"id": "o-2"}, None) == "charged"
+        assert effects == ["o-1", "o-2"]

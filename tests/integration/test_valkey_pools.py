@@ -413,8 +413,9 @@ def test_a_server_out_of_memory_refuses_an_extension_retryably_and_it_lands_late
     may grow memory (OOM): a heartbeat's extension is then a retryable StoreError coded OOM
     that applied nothing, and it lands once memory is free. (Before: redis-py strips the
     code, the branch for it never matched, and the error said retrying could not help.)
-    Claims, completions and releases are not refused: their scripts' first write deletes,
-    and a script that has begun writing may go on (Valkey's rule)."""
+    A claim is refused there too (its script's first write may grow memory); completions
+    and releases are not (their first write deletes, and a script that has begun writing
+    may go on: Valkey's rule), so a holder still finishes."""
     with ValkeyServer("--maxmemory-policy", "noeviction") as node:
         admin = redis.Redis.from_url(node.url)
         store = ValkeyStore(node.url, prefix=_prefix())

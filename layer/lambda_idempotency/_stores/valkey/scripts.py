@@ -161,6 +161,10 @@ local function write_claim(key, now, a, first)
   local caller_now, lease_until = tonumber(a[first + 2]), tonumber(a[first + 3])
   local expiration, skew = a[first + 4], tonumber(a[first + 5])
   local offset = caller_now - now
+  -- first a write that may grow memory: a full server (maxmemory, noeviction) refuses the
+  -- claim here, before anything is written, as it refuses an extension; were the DEL first,
+  -- the script would be let on, and a duplicate could take over a holder that cannot extend
+  redis.call('HSET', key, 'status', 'IN_PROGRESS')
   redis.call('DEL', key)
   redis.call('HSET', key, 'status', 'IN_PROGRESS', 'owner', owner,
     'expiration', expiration, 'lease_until', num(lease_until), 'claimed_at', num(caller_now),
