@@ -302,12 +302,15 @@ def test_out_of_memory_is_a_refusal(path: str) -> None:
         with redis.Redis.from_url(node.url) as admin:
             admin.config_set("maxmemory", "1")
             try:
-                # a claim's first write is a delete: it goes on (docs/valkey.md, Errors)
-                assert claim(built, "k-2", "a")[0]
+                # a claim is refused as an extension is (docs/valkey.md, Errors)
+                with pytest.raises(StoreError) as refused:
+                    claim(built, "k-2", "a")
                 with pytest.raises(StoreError) as caught:
                     built.extend_lease("k-1", **extend)
             finally:
                 admin.config_set("maxmemory", "0")
+        assert flags(refused.value) == ("OOM", True, False)
+        assert built.get("k-2") is None
         assert flags(caught.value) == ("OOM", True, False)
         assert built.extend_lease("k-1", **extend) == (True, None)
 
