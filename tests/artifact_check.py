@@ -34,8 +34,6 @@ from pathlib import Path
 
 import pytest
 
-from lambda_idempotency._version import VERSION
-
 ROOT = Path(__file__).resolve().parents[1]
 SAM = Path(os.environ.get("SAM_CLI", ROOT / ".tools" / "sam" / "bin" / "sam"))
 RUNTIMES = ("3.11", "3.12", "3.13")
@@ -140,7 +138,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
         timeout=300,
     )
-    return out / f"lambda_idempotency-{VERSION}-py3-none-any.whl"
+    # named by the build's version, which names its commit (setup.py): not the source's
+    (built,) = out.glob("lambda_idempotency-*-py3-none-any.whl")
+    return built
 
 
 class Built:
