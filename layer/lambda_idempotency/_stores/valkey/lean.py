@@ -63,8 +63,9 @@ class LeanSender:
 
     def evalsha(self, script: Any, key: str, values: list[Any]) -> Any:
         """EVALSHA of `script` (a redis-py Script: `.sha`, `.script`) on `key` with `values`,
-        loading the script once on NOSCRIPT, as redis-py's Script does. None when no kept
-        connection is free: the caller sends through the client."""
+        loading the script once on NOSCRIPT, as redis-py's Script does. When no kept
+        connection is free, nothing is sent and the answer is `unsent`: the caller sends
+        through the client."""
         connection = self._checkout()
         if connection is None:
             return _UNSENT
