@@ -61,6 +61,7 @@ PROMISE_MODULES = (
     "_stores.valkey.waking",
     "_stores.valkey.transport",
     "_stores.valkey.lean",
+    "_stores.valkey.replies",
     "_stores.valkey.operators",
 )
 STORE_POLICY = (

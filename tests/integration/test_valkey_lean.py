@@ -217,14 +217,15 @@ def test_a_call_interrupted_between_send_and_read_leaves_no_answer_for_the_next(
 ) -> None:
     assert claim(store, "warm", "a")[0]
     assert store._lean is not None
-    kept = store._lean._free[-1]
-    real = kept.read_response
+    lean = store._lean
+    real = lean._replies
 
-    def interrupted(*args: Any, **kwargs: Any) -> Any:
-        kept.read_response = real
-        raise Interrupted
+    class Reader:
+        def read(self, connection: Any) -> Any:
+            lean._replies = real
+            raise Interrupted
 
-    kept.read_response = interrupted
+    lean._replies = Reader()
     with pytest.raises(Interrupted):
         claim(store, "k-1", "a")  # sent; its answer left unread on the connection
     for i in range(3):

@@ -1,6 +1,7 @@
 """The lean path of a ValkeyStore built from a URL: a protocol step's script sent as one packed
-EVALSHA on a connection the store keeps, its answer read by the connection's own parser,
-without redis-py's per-command machinery (a pool checkout and return, each with its
+EVALSHA on a connection the store keeps, its answer read off the socket by `replies` (or
+by the connection's own parser, where that is not redis-py's pure-Python one), without
+redis-py's per-command machinery (a pool checkout and return, each with its
 observability bookkeeping, the retry wrapper, the command's packing arg by arg, the
 response callbacks): about half the client CPU of a call (docs/valkey.md, "Speed").
 
@@ -40,6 +41,9 @@ class LeanSender:
 
     def __init__(self, client: Any) -> None:
         redis = redis_module()
+        from . import replies
+
+        self._replies = replies
         self._redis = redis
         self._pool = client.connection_pool
         self._errors = redis.exceptions
@@ -51,6 +55,10 @@ class LeanSender:
         self._taken = 0
         self._taking = threading.Lock()
         self._pid = os.getpid()
+        self._kept: dict[Any, _Kept] = {}
+        """What is known of each kept connection's socket, made once per socket."""
+        self._heads: dict[tuple[str, int], bytes] = {}
+        """EVALSHA's packed head (count, name, sha, one key) by sha and value count."""
 
     def serves(self) -> bool:
         """Whether the lean path may send now: nothing of the client's would be skipped."""
@@ -82,10 +90,15 @@ class LeanSender:
     def _packed(self, sha: str, key: str, values: list[Any]) -> bytes:
         """EVALSHA sha 1 key values... as RESP, each text encoded as the client would (its
         URL's `encoding`): the key the lean path writes is the key the client reads."""
-        encoded = self._encoded
-        parts = [b"EVALSHA", encoded(sha), b"1", encoded(key)]
-        parts += [v if isinstance(v, bytes) else encoded(str(v)) for v in values]
-        return _resp(parts)
+        head = self._heads.get((sha, len(values)))
+        if head is None:
+            whole = _resp([b"EVALSHA", self._encoded(sha), b"1"])
+            head = b"*%d" % (len(values) + 4) + whole[whole.index(b"\r\n") :]
+            self._heads[sha, len(values)] = head
+        encoding = self._encoding
+        parts = [key.encode(*encoding)]
+        parts += [v if type(v) is bytes else str(v).encode(*encoding) for v in values]
+        return head + b"".join([b"$%d\r\n%b\r\n" % (len(p), p) for p in parts])
 
     def _encoded(self, text: str) -> bytes:
         return text.encode(*self._encoding)
@@ -93,6 +106,9 @@ class LeanSender:
     def _exchange(self, connection: Any, packed: bytes) -> Any:
         try:
             connection.send_packed_command([packed], check_health=False)
+            kept = self._kept.get(connection)
+            if kept is not None and kept.reads_itself and kept.sock is connection._sock:
+                return self._replies.read(connection)
             return connection.read_response()
         except self._errors.ResponseError:
             raise  # the server answered: the connection is in step
@@ -107,17 +123,35 @@ class LeanSender:
             connection = self._take()
             if connection is None:
                 return None
-        sock = connection._sock
         try:
-            if sock is None or _readable(sock):
+            if self._stale(connection):
                 # never connected, closed by the server while the function was frozen, or
                 # bytes nobody asked for: a fresh connection before anything is sent on it
                 connection.disconnect()
                 connection.connect()
+                self._learn(connection)
         except BaseException:
             self._free.append(connection)
             raise
         return connection
+
+    def _stale(self, connection: Any) -> bool:
+        """Whether a kept connection must be made anew before a send: never connected, or
+        its socket has something to read (an EOF included)."""
+        sock = connection._sock
+        if sock is None:
+            return True
+        kept = self._kept.get(connection)
+        if kept is None or kept.sock is not sock:  # connected by someone else since
+            kept = self._learn(connection)
+        return _readable(kept.poller)
+
+    def _learn(self, connection: Any) -> _Kept:
+        """What the lean path keeps of a connection's socket, made once per socket."""
+        sock = connection._sock
+        kept = _Kept(sock, _poller(sock), self._replies.reads_itself(connection))
+        self._kept[connection] = kept
+        return kept
 
     def _take(self) -> Any:
         """A connection from the pool, kept from now on; None when `KEPT` are taken."""
@@ -133,13 +167,30 @@ class LeanSender:
             raise
 
 
-def _readable(sock: Any) -> bool:
-    """Whether an idle connection's socket has anything to read (an EOF included): `poll`,
-    which takes any descriptor (`select` fails past 1024), where the platform has it."""
+class _Kept:
+    """A kept connection's socket, the poller that watches it (a fresh poller per call was a
+    tenth of a call's CPU), and whether `replies` reads its answers."""
+
+    __slots__ = ("poller", "reads_itself", "sock")
+
+    def __init__(self, sock: Any, poller: Any, reads_itself: bool) -> None:
+        self.sock, self.poller, self.reads_itself = sock, poller, reads_itself
+
+
+def _poller(sock: Any) -> Any:
+    """What tells whether `sock` has anything to read: `poll`, which takes any descriptor
+    (`select` fails past 1024), where the platform has it; else the socket, for `select`."""
     if not hasattr(select, "poll"):  # pragma: no cover - Windows
-        return bool(select.select((sock,), (), (), 0)[0])
+        return sock
     poller = select.poll()
     poller.register(sock, select.POLLIN)
+    return poller
+
+
+def _readable(poller: Any) -> bool:
+    """Whether the watched socket has anything to read now (an EOF included)."""
+    if not hasattr(poller, "poll"):  # pragma: no cover - Windows: the socket itself
+        return bool(select.select((poller,), (), (), 0)[0])
     return bool(poller.poll(0))
 
 
