@@ -576,8 +576,8 @@ def section(results: CpuResults) -> Section:
             "Warm-cache replay makes no request, so its total is all the library's own.",
             "Log lines at INFO: ours logs routine outcomes (claimed, executed, replayed, "
             "waiting) at DEBUG and writes a line at INFO only for an outcome a caller or "
-            "operator acts on (a duplicate refused while in flight, a key released after a "
-            "handler error) and at WARNING/ERROR for anomalies; Powertools' idempotency logs "
+            "operator acts on (a duplicate refused while in flight) and at WARNING/ERROR for "
+            "anomalies; Powertools' idempotency logs "
             "at DEBUG only. See docs/operations.md.",
             *explanations,
         ],

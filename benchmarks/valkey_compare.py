@@ -547,8 +547,9 @@ def markdown(results: Results, machine: list[tuple[str, str]], server: str) -> s
         "logging mode in each round (the order rotating), as the CPU section above does. "
         "Logging unconfigured: the runtime's handler on the root logger at WARNING; at INFO: "
         "the root logger at INFO. Ours writes a line at INFO for an in-flight duplicate "
-        "refused and for a key released after a handler error (Powertools logs at DEBUG "
-        "only), which is what INFO adds to those two rows. The ratios moved by about a tenth "
+        "refused (Powertools logs at DEBUG only), which is what INFO adds to that row; a key "
+        "released after a handler error is a DEBUG line (the runtime logs the handler's own "
+        "error). The ratios moved by about a tenth "
         "between runs on this shared machine (a CI run beside it).",
         "",
         "| scenario | logging | ours (`ValkeyStore(url)`) | ours, client given | Powertools | "

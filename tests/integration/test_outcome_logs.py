@@ -105,20 +105,48 @@ def take_over(
     assert won
 
 
-def test_a_failed_run_releases_its_key_and_says_why(
+def test_a_failed_run_releases_its_key_and_says_why_at_debug(
     default_store: DynamoDBStore, caplog: Any
 ) -> None:
+    """The handler's own error is the function's to log (Lambda's runtime logs it): the
+    release that answers it is routine, a DEBUG line, and INFO stays quiet."""
     handler, runs = handler_for(default_store)
     pk, _ = handler.idempotency._identify(EVENT)
 
     with caplog.at_level(logging.INFO, logger="lambda_idempotency"), pytest.raises(ValueError):
         handler({**EVENT, "fail": True}, None)
+    assert lines(caplog) == []
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="lambda_idempotency"), pytest.raises(ValueError):
+        handler({**EVENT, "fail": True}, None)
+
+    assert lines(caplog)[-1] == (
+        logging.DEBUG,
+        {"idempotency": "released", "key_hash": pk, "reason": "ValueError"},
+    )
+    assert handler({**EVENT}, None) == {"charged": 5}  # the retry runs again
+    assert len(runs) == 3
+
+
+def test_a_run_interrupted_releases_its_key_with_a_line_at_info(
+    default_store: DynamoDBStore, caplog: Any
+) -> None:
+    """An interruption (a signal's exception, not the handler's own error) is worth a line."""
+
+    class Interrupted(BaseException):
+        pass
+
+    @idempotent(store=default_store, key="order_id", namespace="orders", cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> Any:
+        raise Interrupted
+
+    pk, _ = handler.idempotency._identify(EVENT)
+    with caplog.at_level(logging.INFO, logger="lambda_idempotency"), pytest.raises(Interrupted):
+        handler(dict(EVENT), None)
 
     assert lines(caplog) == [
-        (logging.INFO, {"idempotency": "released", "key_hash": pk, "reason": "ValueError"})
+        (logging.INFO, {"idempotency": "released", "key_hash": pk, "reason": "Interrupted"})
     ]
-    assert handler({**EVENT}, None) == {"charged": 5}  # the retry runs again
-    assert len(runs) == 2
 
 
 def test_a_release_that_fails_is_an_error_line_and_the_handler_error_wins(
@@ -875,15 +903,13 @@ def test_a_result_the_policy_refuses_releases_the_key_saying_so(
     handler, runs = handler_for(store, store_result=lambda result: False)
     pk, _ = handler.idempotency._identify(EVENT)
 
-    with caplog.at_level(logging.INFO, logger="lambda_idempotency"):
+    with caplog.at_level(logging.DEBUG, logger="lambda_idempotency"):
         assert handler(dict(EVENT), None) == {"charged": 5}
 
-    assert lines(caplog) == [
-        (
-            logging.INFO,
-            {"idempotency": "released", "key_hash": pk, "reason": "result not stored by policy"},
-        )
-    ]
+    assert lines(caplog)[-1] == (
+        logging.DEBUG,  # routine: the function's own response says what went wrong
+        {"idempotency": "released", "key_hash": pk, "reason": "result not stored by policy"},
+    )
     assert handler(dict(EVENT), None) == {"charged": 5}
     assert runs == [1, 1]
 

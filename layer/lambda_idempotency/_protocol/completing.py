@@ -88,7 +88,7 @@ def finish_encoded(
 ) -> Sleeps:
     """`finish` with the result already encoded (None: refused by the policy)."""
     if encoded is None:
-        release(engine, store, execution, reason="result not stored by policy")
+        release(engine, store, execution, reason="result not stored by policy", routine=True)
         return
     yield from complete(engine, store, execution, payload_hash, encoded)
 
@@ -253,9 +253,19 @@ def landed_after_all(engine: Engine, store: IdempotencyStore, execution: Executi
     return landed
 
 
-def release(engine: Engine, store: IdempotencyStore, execution: Execution, *, reason: str) -> bool:
+def release(
+    engine: Engine,
+    store: IdempotencyStore,
+    execution: Execution,
+    *,
+    reason: str,
+    routine: bool = False,
+) -> bool:
     """Delete our IN_PROGRESS record so a retry runs again. False if it was not ours to
-    delete any more (taken over, or completed after all) or the delete failed."""
+    delete any more (taken over, or completed after all) or the delete failed. `routine`:
+    the answer to the handler's own outcome (it raised, or its result is not to be stored),
+    which the function's own error or response already tells: logged at DEBUG, as a claim
+    or a completion is; a release after anything else is a line at INFO."""
     pk, owner = execution.key_hash or "", execution.owner or ""
     try:
         released = store.release(pk, owner=owner, now_ms=engine.settings.clock.now_ms())
@@ -263,5 +273,8 @@ def release(engine: Engine, store: IdempotencyStore, execution: Execution, *, re
         # The record stays IN_PROGRESS until its lease lapses; the original outcome wins.
         engine._count("release_failed", logging.ERROR, pk, reason=reason, code=exc.code)
         return False
-    engine._count("released" if released else "not_released", logging.INFO, pk, reason=reason)
+    if released:
+        engine._count("released", logging.DEBUG if routine else logging.INFO, pk, reason=reason)
+    else:
+        engine._count("not_released", logging.INFO, pk, reason=reason)
     return released

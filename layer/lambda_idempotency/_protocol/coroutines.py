@@ -118,7 +118,10 @@ async def _protected(
         _completing.release(engine, store, execution, reason="GeneratorExit")
         raise
     except BaseException as exc:
-        await _to_the_end(_completing.release, engine, store, execution, reason=type(exc).__name__)
+        reason, routine = type(exc).__name__, isinstance(exc, Exception)
+        await _to_the_end(
+            _completing.release, engine, store, execution, reason=reason, routine=routine
+        )
         raise
     finally:
         execution._extender = None

@@ -107,7 +107,8 @@ class Idempotency(Engine):
                 # execution goes on, and keeps its key.
                 self._count("suspended", logging.DEBUG, pk, reason=type(exc).__name__)
                 raise
-            _completing.release(self, store, execution, reason=type(exc).__name__)
+            routine = isinstance(exc, Exception)  # not an interruption (a signal, a cancel)
+            _completing.release(self, store, execution, reason=type(exc).__name__, routine=routine)
             raise
         finally:
             execution._extender = None
