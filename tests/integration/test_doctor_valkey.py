@@ -130,3 +130,24 @@ def test_the_operations_guide_shows_what_doctor_prints(
 
     assert cli.main(["doctor", "--valkey-url", valkey_pair.primary.url, "--replicas", "1"]) == 0
     assert capsys.readouterr().out.replace(valkey_pair.primary.url, shown_url) == shown
+
+
+def test_the_functions_environment_names_the_server_when_no_table_is_named(
+    valkey_node: ValkeyServer, capsys: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """`doctor` with no arguments in a Valkey function's environment checks its server, as
+    its help says; a table named (argument, IDEMPOTENCY_TABLE) or an endpoint wins."""
+    monkeypatch.chdir(tmp_path)  # no template here to name a table
+    monkeypatch.delenv("IDEMPOTENCY_TABLE", raising=False)
+    monkeypatch.setenv("IDEMPOTENCY_VALKEY_URL", valkey_node.url)
+    assert cli.main(["doctor", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [check["check"] for check in shown["checks"]] == CHECKS
+
+    for named in (["orders-idempotency"], ["--endpoint", "http://127.0.0.1:1"]):
+        assert cli.main(["doctor", *named, "--endpoint", "http://127.0.0.1:1"]) == 2
+        err = capsys.readouterr().err  # a table is looked for, not the server
+        assert "DynamoDB" in err or "which table" in err, err
+    monkeypatch.setenv("IDEMPOTENCY_TABLE", "orders-idempotency")
+    assert cli.main(["doctor", "--endpoint", "http://127.0.0.1:1"]) == 2
+    assert "cannot reach DynamoDB" in capsys.readouterr().err

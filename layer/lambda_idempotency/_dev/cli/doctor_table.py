@@ -4,6 +4,7 @@ fix for each that fails (the checks themselves: `_dev/doctor.py`)."""
 from __future__ import annotations
 
 import json
+import os
 from typing import TYPE_CHECKING, Any
 
 from . import tables
@@ -53,7 +54,8 @@ def add_command(add: Any) -> None:
     checkup.add_argument(
         "--valkey-url",
         help="check this Valkey/Redis server for ValkeyStore instead of a table "
-        "(default: IDEMPOTENCY_VALKEY_URL when no table is named)",
+        "(default: IDEMPOTENCY_VALKEY_URL when no table is named, by argument or "
+        "IDEMPOTENCY_TABLE, and no --endpoint is given)",
     )
     checkup.add_argument(
         "--cluster", action="store_true", help="with --valkey-url: the store uses cluster=True"
@@ -84,6 +86,10 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
     from .. import doctor
 
+    if args.valkey_url is None and not (
+        args.table or args.endpoint or os.environ.get("IDEMPOTENCY_TABLE")
+    ):
+        args.valkey_url = os.environ.get("IDEMPOTENCY_VALKEY_URL") or None
     if args.valkey_url is not None:
         return _cmd_doctor_valkey(args)
     # an operator waits for an answer: no minute of botocore's connection retries
