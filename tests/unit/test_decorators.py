@@ -483,6 +483,80 @@ def test_store_failure_at_completion_still_returns_the_result(
     assert "completion_failed" in caplog.text
 
 
+class SteppedClock(FakeClock):
+    """A fake clock whose wall reading NTP can step (`step`); its monotonic one never moves
+    but with the time slept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ticks = 0
+
+    def monotonic_ms(self) -> int:
+        return self.ticks
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        self.ticks += int(seconds * 1000)
+
+    def step(self, ms: int) -> None:
+        self.ms += ms
+
+
+class ThrottledCompletions:
+    """A DynamoDB client that throttles the completions (put_item after the claim) numbered
+    in `throttled` (1 is the first completion attempt)."""
+
+    def __init__(self, client: Any, throttled: range) -> None:
+        self._client, self._throttled, self._puts = client, throttled, 0
+        self.meta = client.meta
+
+    def __getattr__(self, name: str) -> Any:
+        operation = getattr(self._client, name)
+        if name != "put_item":
+            return operation
+
+        def put(**kwargs: Any) -> Any:
+            self._puts += 1
+            if self._puts - 1 in self._throttled:
+                from botocore.exceptions import ClientError
+
+                error = {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}
+                raise ClientError({"Error": error}, name)
+            return operation(**kwargs)
+
+        return put
+
+
+@pytest.mark.parametrize("step_ms", [3_600_000, -3_600_000], ids=["forward", "back"])
+def test_completion_retries_run_to_the_invocations_deadline_whatever_the_wall_clock_does(
+    moto_store: DynamoDBStore, step_ms: int
+) -> None:
+    """NTP steps the container's clock while the handler runs: the completion's retries are
+    timed on the monotonic clock, so a step forward does not give up on a result that a
+    retry would have stored (the key left IN_PROGRESS), nor a step back retry past the
+    invocation's deadline (Lambda would cut the call mid-retry)."""
+    clock = SteppedClock()
+    throttled = range(1, 3) if step_ms > 0 else range(1, 10_000)
+    flaky = DynamoDBStore(
+        moto_store.table_name, client=ThrottledCompletions(moto_store.client, throttled)
+    )  # type: ignore[arg-type]
+
+    @idempotent(store=flaky, key="id", clock=clock, cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> str:
+        clock.step(step_ms)
+        return "charged"
+
+    context = FakeContext(3000, clock=clock)
+    assert handler({"id": 1}, context) == "charged"
+    if step_ms > 0:
+        assert handler.idempotency.stats["executed"] == 1  # stored on the third attempt
+        assert handler({"id": 1}, FakeContext(3000, clock=clock)) == "charged"
+        assert handler.idempotency.stats["replayed"] == 1
+    else:
+        assert handler.idempotency.stats["completion_failed"] == 1
+        assert 1700 <= clock.ticks <= 2700  # gave up at the deadline, not an hour later
+
+
 def test_log_lines_carry_the_hash_never_the_raw_key_or_payload(
     moto_store: DynamoDBStore, caplog: Any
 ) -> None:

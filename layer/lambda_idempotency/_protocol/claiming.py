@@ -120,6 +120,7 @@ def claim(
     execution.lease_until_ms = lease_until
     execution._lease_end_ms = ticks + lease_until - now
     execution.answer_by_ms = answer_by_ms(context, now)
+    execution._answer_end_ms = answer_by_ms(context, ticks)
     try:
         won, other = store.claim(
             pk,
@@ -381,7 +382,8 @@ def _log_claim(engine: Engine, pk: str, replaced: Record | None, now_ms: int) ->
 
 def answer_by_ms(context: Any, now_ms: int) -> int | None:
     """When completion stops retrying, for an invocation with a Lambda context: its
-    deadline (`now_ms` and the remaining time read together) less a margin to answer in.
+    deadline (`now_ms`, on the wall or the monotonic clock, and the remaining time read
+    together) less a margin to answer in.
     None without a context: the completion's window then runs from the end of the work
     (`_protocol.completing.complete`), whatever the lease and its extensions did."""
     remaining = remaining_ms(context)

@@ -108,7 +108,7 @@ def complete(
     clock = engine.settings.clock
     completed_at, ticks = clock.now_ms(), monotonic_ms(clock)
     expiration = engine._expiration(completed_at, None)
-    answer_by = retry_until_ms(engine, execution, completed_at)
+    answer_by = retry_until_ms(engine, execution, ticks)  # monotonic: NTP may step the wall
     form: StoredForm | None = None  # placed once: every attempt sends the same writes
     chunks_written = False
     delay = COMPLETION_FIRST_BACKOFF_SECONDS
@@ -145,8 +145,7 @@ def complete(
             raise
         except StoreError as exc:
             maybe_landed = maybe_landed or exc.maybe_applied
-            now = clock.now_ms()
-            if exc.retryable and now + delay * 1000 < answer_by:
+            if exc.retryable and monotonic_ms(clock) + delay * 1000 < answer_by:
                 engine._count("completion_retry", logging.WARNING, pk, step=step, code=exc.code)
                 yield delay * random.uniform(0.5, 1.0)
                 delay = min(delay * 2, COMPLETION_MAX_BACKOFF_SECONDS)
@@ -174,12 +173,13 @@ def complete(
 
 
 def retry_until_ms(engine: Engine, execution: Execution, completed_at: int) -> int:
-    """When completion stops retrying: the invocation's answer-by time (its Lambda context's
-    deadline less a margin); without a context, NO_CONTEXT_RETRY_SECONDS (or the lease's
-    length, if shorter) from the end of the work, whatever time the work took and however
-    often it extended its lease."""
-    if execution.answer_by_ms is not None:
-        return execution.answer_by_ms
+    """When completion stops retrying, on the monotonic clock (`completed_at` is its reading
+    at the end of the work): the invocation's answer-by time (its Lambda context's deadline
+    less a margin); without a context, NO_CONTEXT_RETRY_SECONDS (or the lease's length, if
+    shorter) from the end of the work, whatever time the work took and however often it
+    extended its lease."""
+    if execution._answer_end_ms is not None:
+        return execution._answer_end_ms
     window = min(engine._lease_ms(None), int(NO_CONTEXT_RETRY_SECONDS * 1000))
     return completed_at + window - answer_margin_ms(window)
 

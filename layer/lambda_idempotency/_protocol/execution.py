@@ -34,12 +34,13 @@ class Execution:
 
     key_hash: the stored `pk`, or None when the call runs unprotected (disabled, no key).
     owner: the claim's fencing token. lease_until_ms, claimed_at_ms: epoch milliseconds.
-    answer_by_ms: when the invocation must answer; completion retries stop there.
+    answer_by_ms: when the invocation must answer; completion retries stop then.
     writes: the enlisted business writes, committed with the result.
     """
 
     __slots__ = (
         "_clock",
+        "_answer_end_ms",
         "_closed",
         "_extender",
         "_extending",
@@ -72,6 +73,9 @@ class Execution:
         """Set by the engine when the call has returned (or raised): writes are taken."""
         self._clock: Clock | None = None
         """The engine's clock, set with `_extender`: a heartbeat checks its lease with it."""
+        self._answer_end_ms: int | None = None
+        """`answer_by_ms` on the clock's monotonic reading: what completion retries are timed
+        by, so a step of the wall clock neither gives up early nor retries past the end."""
         self._lease_end_ms: int | None = None
         """The lease's end on the clock's monotonic reading (`_base.clock.monotonic_ms`), set
         with `lease_until_ms` at the claim and moved by each extension, as long after as we
