@@ -39,8 +39,8 @@ class Execution:
     """
 
     __slots__ = (
-        "_clock",
         "_answer_end_ms",
+        "_clock",
         "_closed",
         "_extender",
         "_extending",
