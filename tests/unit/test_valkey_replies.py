@@ -117,6 +117,30 @@ def test_any_reply_in_any_split_answers_as_redis_py_does(value: Any, cuts: list[
     assert connection.disconnects == 0
 
 
+def test_a_large_result_in_many_chunks_is_read_whole_and_joined_once() -> None:
+    """A stored result of megabytes arrives in many reads: answered whole, with the bytes
+    joined once when all are in hand (not re-joined and re-parsed on every read)."""
+    blob = bytes(range(256)) * 20_000  # 5 MB
+    data = b"*3\r\n$9\r\nCOMPLETED\r\n$%d\r\n%b\r\n:7\r\n" % (len(blob), blob)
+    chunks = [data[i : i + 65_536] for i in range(0, len(data), 65_536)]
+    connection = Connection(chunks)
+    parses = []
+    real = replies._parse
+
+    def counted(*args: Any) -> Any:
+        if args[3] == 0:
+            parses.append(1)
+        return real(*args)
+
+    replies._parse = counted
+    try:
+        assert replies.read(connection) == [b"COMPLETED", blob, 7]
+    finally:
+        replies._parse = real
+    assert connection._sock.reads == len(chunks)
+    assert len(parses) <= 3, len(parses)
+
+
 def test_a_scripts_reply_over_resp2_answers_as_redis_py_does() -> None:
     data = b"*4\r\n:1\r\n$11\r\nIN_PROGRESS\r\n$-1\r\n*-1\r\n"  # RESP2's two nulls
     assert replies.read(Connection([data], protocol=2)) == [1, b"IN_PROGRESS", None, None]
@@ -209,6 +233,8 @@ def test_an_interruption_mid_reply_disconnects() -> None:
         b"*x\r\n",
         b"$3\r\nabcd\r\n",  # a body longer than its length
         b"|1\r\n+a\r\n+b\r\n+c\r\n",  # an attribute: refused by redis-py's parser too
+        b",x\r\n",  # a double that is no number
+        b"%1\r\n*1\r\n:1\r\n:2\r\n",  # a map keyed by an array
     ],
 )
 def test_bytes_that_are_not_resp_are_refused_and_disconnect(data: bytes) -> None:
@@ -255,3 +281,22 @@ def test_only_redis_pys_own_parsers_answering_bytes_are_read_by_it() -> None:
         pass
 
     assert not replies.reads_itself(redis.Connection(parser_class=OwnParser))
+
+
+@pytest.mark.parametrize(
+    "data", [b",1.5\r\n", b"#t\r\n", b"_\r\n", b"%0\r\n", b">1\r\n+p\r\n:1\r\n"]
+)
+def test_resp3s_types_over_resp2_are_refused_as_redis_pys_resp2_parser_refuses_them(
+    data: bytes,
+) -> None:
+    connection = Connection([data], protocol=2)
+    with pytest.raises(exceptions.InvalidResponse):
+        replies.read(connection)
+    with pytest.raises(exceptions.InvalidResponse):
+        redis_pys_answer(data, protocol=2)
+    assert connection.disconnects == 1
+
+
+def test_a_push_amid_a_reply_is_skipped_as_redis_py_skips_it() -> None:
+    data = b"*2\r\n>1\r\n+p\r\n:1\r\n:2\r\n"
+    assert replies.read(Connection([data])) == [1, 2] == redis_pys_answer(data)

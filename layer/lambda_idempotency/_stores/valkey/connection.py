@@ -79,7 +79,7 @@ def checked_target(url: str | None, client: Any, timeout: object) -> tuple[str |
             f"ValkeyStore's url starts with one of {', '.join(SCHEMES)}; "
             f"not {masked(url).partition(':')[0]!r}"
         )
-    if client is not None and decodes(client):
+    if (client is not None and decodes(client)) or (url is not None and url_decodes(url)):
         raise ConfigurationError(
             "ValkeyStore needs a client that answers bytes (decode_responses=False): "
             "results are binary"
@@ -167,6 +167,16 @@ def call(
     while True:
         try:
             return send(client)
+        except (ValueError, TypeError) as exc:
+            # redis-py's parser on an answer that is RESP but not what its type says (`,x`,
+            # a map keyed by a list): the connection is dropped, the request had left
+            raise error(
+                step,
+                "InvalidResponse",
+                pk,
+                retryable=True,
+                maybe_applied=step not in ("get", "scan"),
+            ) from exc
         except errors.RedisError as exc:
             exhausted = pool_exhausted(errors, exc)
             give_up = give_up or time.monotonic() + timeout
@@ -217,9 +227,16 @@ def store_error(
     if isinstance(exc, errors.ConnectionError | errors.TimeoutError | errors.ClusterError):
         unsent = knows_unsent and "connecting to" in str(exc)
         return error(step, name, pk, retryable=True, maybe_applied=writes and not unsent)
+    if isinstance(exc, errors.InvalidResponse):
+        # the request left and its answer came back unreadable (the connection, out of step,
+        # is dropped): as a lost answer, a write may have landed
+        return error(step, name, pk, retryable=True, maybe_applied=writes)
     if isinstance(exc, getattr(errors, "OutOfMemoryError", ())) or str(exc).startswith("OOM"):
         # redis-py strips the OOM code from the message where it has a class for it
         return error(step, "OOM", pk, retryable=True, maybe_applied=False)
+    if str(exc).startswith("BUSY "):
+        # another script ran past busy-reply-threshold: refused before this one ran
+        return error(step, "BUSY", pk, retryable=True, maybe_applied=False)
     if str(exc).startswith("NOREPLICAS"):
         # min-replicas-to-write unmet: refused at a script's first write, so before any
         return error(step, "NOREPLICAS", pk, retryable=True, maybe_applied=False)
@@ -245,6 +262,15 @@ def error(
         maybe_applied=maybe_applied,
         step=step,
     )
+
+
+def url_decodes(url: str) -> bool:
+    """Whether a URL asks its client to answer text (`decode_responses`, read as redis-py
+    reads a URL's flags), known without importing redis-py."""
+    from urllib.parse import parse_qs, urlsplit
+
+    said = parse_qs(urlsplit(url).query).get("decode_responses", [""])[0]
+    return said != "" and said.upper() not in ("0", "F", "FALSE", "N", "NO")
 
 
 def decodes(client: Any) -> bool:

@@ -105,7 +105,8 @@ class LeanSender:
 
     def _exchange(self, connection: Any, packed: bytes) -> Any:
         try:
-            connection.send_packed_command([packed], check_health=False)
+            # a URL's health_check_interval honoured: PING first when idle past it
+            connection.send_packed_command([packed], check_health=True)
             kept = self._kept.get(connection)
             if kept is not None and kept.reads_itself and kept.sock is connection._sock:
                 return self._replies.read(connection)

@@ -28,13 +28,18 @@ DEEPEST = 8
 """Nesting deeper than a script's reply ever is: refused as not RESP, not recursed into."""
 
 
+_RESP2 = frozenset((b"+", b"-", b":", b"$", b"*"))
 _BLOBS = frozenset((b"$", b"=", b"!"))
 _NUMBERS = frozenset((b":", b"("))
 _AGGREGATES = frozenset((b"*", b"~", b">", b"%"))
 
 
 class _IncompleteError(Exception):
-    """The bytes in hand end inside the reply: read more."""
+    """The bytes in hand end inside the reply: read more, `needed` bytes in all at least."""
+
+    def __init__(self, needed: int) -> None:
+        super().__init__(needed)
+        self.needed = needed
 
 
 def reads_itself(connection: Any) -> bool:
@@ -50,27 +55,31 @@ def reads_itself(connection: Any) -> bool:
 
 def read(connection: Any) -> Any:
     """The next reply on `connection`, as `connection.read_response()` answers it."""
-    sock = connection._sock
-    data = b""
+    sock, parser = connection._sock, connection._parser
+    resp3 = type(parser) is _RESP3Parser
+    chunks: list[bytes] = []
+    held, needed = 0, 1  # bytes in hand; bytes the reply needs at least, as far as known
     try:
         while True:
-            chunk = sock.recv(READ_SIZE)
-            if not chunk:
-                raise exceptions.ConnectionError("Connection closed by server.")
-            data += chunk
+            if held < needed:
+                chunk = sock.recv(READ_SIZE)
+                if not chunk:
+                    raise exceptions.ConnectionError("Connection closed by server.")
+                chunks.append(chunk)
+                held += len(chunk)
+                if held < needed:
+                    continue  # a large value arriving: joined once, when all is in hand
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            chunks = [data]
             try:
-                reply, end = _parse(connection._parser, data, 0, 0)
-            except _IncompleteError:
+                reply, end = _parse(parser, data, 0, 0, resp3)
+            except _IncompleteError as short:
+                needed = max(short.needed, held + 1)
                 continue
-            if type(reply) is _Push:
-                data = data[end:]
-                if not data:
-                    continue
-                try:  # a push, then the reply in the same bytes
-                    reply, end = _skip_pushes(connection._parser, data)
-                except _IncompleteError:
-                    continue
-            break
+            if type(reply) is not _Push:
+                break
+            rest = data[end:]  # a push (sent unasked) is not the reply: the next value is
+            chunks, held, needed = [rest] if rest else [], len(rest), 1
     except TimeoutError:  # socket.timeout
         connection.disconnect()
         raise exceptions.TimeoutError("Timeout reading from socket") from None
@@ -96,29 +105,23 @@ class _Push(list):  # type: ignore[type-arg]
     """A RESP3 push (a message the server sends unasked), which is not the reply."""
 
 
-def _skip_pushes(parser: Any, data: bytes) -> tuple[Any, int]:
-    start = 0
-    while True:
-        reply, end = _parse(parser, data, start, 0)
-        if type(reply) is not _Push:
-            return reply, end
-        start = end
-
-
-def _parse(parser: Any, data: bytes, at: int, depth: int) -> tuple[Any, int]:
-    """The value whose RESP starts at `at`, and where it ends. _IncompleteError if it ends past the
-    bytes in hand; redis-py's InvalidResponse if it is not RESP."""
+def _parse(parser: Any, data: bytes, at: int, depth: int, resp3: bool) -> tuple[Any, int]:
+    """The value whose RESP starts at `at`, and where it ends. _IncompleteError if it ends
+    past the bytes in hand; redis-py's InvalidResponse if it is not RESP (over RESP2, not
+    RESP2: redis-py's RESP2 parser refuses RESP3's types)."""
     line_end = data.find(b"\r\n", at)
     if line_end < 0:
-        raise _IncompleteError
+        raise _IncompleteError(len(data) + 1)
     kind, head, after = data[at : at + 1], data[at + 1 : line_end], line_end + 2
+    if not resp3 and kind not in _RESP2:
+        raise exceptions.InvalidResponse(f"Protocol Error: {data[at:line_end][:64]!r}")
     if kind in _BLOBS:
         length = _count(head)
         if length < 0:
             return None, after
         end = after + length
         if len(data) < end + 2:
-            raise _IncompleteError
+            raise _IncompleteError(end + 2)
         if data[end : end + 2] != b"\r\n":
             raise exceptions.InvalidResponse(f"Protocol Error: {kind!r} length")
         body = data[after:end]
@@ -137,10 +140,15 @@ def _parse(parser: Any, data: bytes, at: int, depth: int) -> tuple[Any, int]:
             raise exceptions.InvalidResponse("Protocol Error: nested too deep")
         items = []
         for _ in range(count * 2 if kind == b"%" else count):
-            item, after = _parse(parser, data, after, depth + 1)
+            item, after = _parse(parser, data, after, depth + 1, resp3)
+            while type(item) is _Push:  # a push amid a reply: the next value takes its place
+                item, after = _parse(parser, data, after, depth + 1, resp3)
             items.append(item)
         if kind == b"%":
-            return dict(zip(items[::2], items[1::2], strict=True)), after
+            try:
+                return dict(zip(items[::2], items[1::2], strict=True)), after
+            except TypeError:  # a key that is a list or a map
+                raise exceptions.InvalidResponse("Protocol Error: a map's key") from None
         return (_Push(items) if kind == b">" else items), after
     if kind == b"+":
         return head, after
@@ -149,7 +157,10 @@ def _parse(parser: Any, data: bytes, at: int, depth: int) -> tuple[Any, int]:
     if kind == b"_":
         return None, after
     if kind == b",":
-        return float(head), after
+        try:
+            return float(head), after
+        except ValueError:
+            raise exceptions.InvalidResponse(f"Protocol Error: {head[:64]!r}") from None
     if kind == b"#":
         return head == b"t", after
     raise exceptions.InvalidResponse(f"Protocol Error: {data[at:line_end][:64]!r}")
