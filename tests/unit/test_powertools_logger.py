@@ -49,7 +49,7 @@ def test_our_lines_carry_the_users_correlation_and_appended_keys(
     # Powertools configures a service's logger once per process and keeps its first stream:
     # a service name of its own lets this test run twice in one process (mutmut does).
     service = f"logger-test-checkout-{uuid.uuid4().hex}"
-    logger = Logger(service=service, stream=output, level="INFO")
+    logger = Logger(service=service, stream=output, level="DEBUG")  # `released` is DEBUG
     copy_config_to_registered_loggers(source_logger=logger, include={"lambda_idempotency"})
 
     @logger.inject_lambda_context(correlation_id_path="headers.correlation")
@@ -68,6 +68,7 @@ def test_our_lines_carry_the_users_correlation_and_appended_keys(
     lines = [json.loads(line) for line in text.splitlines()]
     ours_only = [line for line in lines if "idempotency" in line]
     assert [line["idempotency"]["idempotency"] for line in ours_only] == [
+        "claimed",
         "in_progress",
         "released",
     ]
@@ -75,7 +76,8 @@ def test_our_lines_carry_the_users_correlation_and_appended_keys(
         assert line["service"] == service
         assert line["correlation_id"] == "c-77"
         assert line["function_request_id"] == LambdaContext.aws_request_id
-        assert line["tenant"] == "acme"
+        if line["idempotency"]["idempotency"] != "claimed":  # before the handler's append
+            assert line["tenant"] == "acme"
         assert line["idempotency"]["key_hash"].startswith(handler.idempotency.settings.namespace)
     assert RAW_KEY not in text
     assert RAW_PAYLOAD not in text
