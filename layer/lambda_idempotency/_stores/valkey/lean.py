@@ -54,7 +54,7 @@ class LeanSender:
         self._free: list[Any] = []
         self._taken = 0
         self._taking = threading.Lock()
-        self._pid = os.getpid()
+        self._pid = _PROCESS[0]
         self._kept: dict[Any, _Kept] = {}
         """What is known of each kept connection's socket, made once per socket."""
         self._heads: dict[tuple[str, int], bytes] = {}
@@ -65,7 +65,7 @@ class LeanSender:
         return (
             self._genuine is not None
             and self._redis.Redis.execute_command is self._genuine
-            and self._pid == os.getpid()
+            and self._pid == _PROCESS[0]
             and not _metrics_on()
         )
 
@@ -97,7 +97,10 @@ class LeanSender:
             self._heads[sha, len(values)] = head
         encoding = self._encoding
         parts = [key.encode(*encoding)]
-        parts += [v if type(v) is bytes else str(v).encode(*encoding) for v in values]
+        parts += [
+            v if type(v) is bytes else b"%d" % v if type(v) is int else str(v).encode(*encoding)
+            for v in values
+        ]
         return head + b"".join([b"$%d\r\n%b\r\n" % (len(p), p) for p in parts])
 
     def _encoded(self, text: str) -> bytes:
@@ -193,6 +196,13 @@ def _readable(poller: Any) -> bool:
     if not hasattr(poller, "poll"):  # pragma: no cover - Windows: the socket itself
         return bool(select.select((poller,), (), (), 0)[0])
     return bool(poller.poll(0))
+
+
+_PROCESS = [os.getpid()]
+"""This process's pid, kept anew in a forked child: compared on every call, where `getpid` is a
+system call each time."""
+if hasattr(os, "register_at_fork"):  # pragma: no branch - not on Windows
+    os.register_at_fork(after_in_child=lambda: _PROCESS.__setitem__(0, os.getpid()))
 
 
 _UNSENT = object()

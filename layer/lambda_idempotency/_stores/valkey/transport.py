@@ -88,13 +88,13 @@ class ScriptTransport:
         return loaded[name]
 
     def _run(self, name: str, pk: str, args: list[Any]) -> Any:
-        script = self._script(name)
-        key, values = self.key_of(pk), [_arg(a) for a in args]
+        script, key = self._script(name), self.key_of(pk)
         lean = self._lean
-        if lean is not None and lean.serves():
-            answer = self._call(name, pk, lambda _: lean.evalsha(script, key, values))
+        if lean is not None and lean.serves():  # it packs ints itself
+            answer = self._call(name, pk, lambda _: lean.evalsha(script, key, args))
             if not unsent(answer):
                 return answer
+        values = [_arg(a) for a in args]
         return self._call(name, pk, lambda client: script(keys=[key], args=values))
 
     def _written(
