@@ -36,10 +36,42 @@ def awscrt_status() -> tuple[bool, str]:
 
 
 def version_of(distribution: str) -> str:
+    if distribution == "lambda-idempotency":
+        return our_version()
     try:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         return "not installed"
+
+
+def our_version() -> str:
+    """The version of the code measured: an editable install's metadata keeps the commit it
+    was installed at, so the source's version, and the checkout's commit where it has one."""
+    import subprocess
+
+    from lambda_idempotency._version import COMMIT, VERSION
+
+    if COMMIT is not None:  # a build, stamped with its commit
+        return VERSION
+    root = Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return VERSION
+    return f"{VERSION}+g{commit}{'.dirty' if dirty else ''}"
 
 
 def cpu_model() -> str:
