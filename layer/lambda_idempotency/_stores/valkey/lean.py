@@ -54,7 +54,7 @@ class LeanSender:
         self._free: list[Any] = []
         self._taken = 0
         self._taking = threading.Lock()
-        self._pid = _PROCESS[0]
+        self._pid = os.getpid()
         self._kept: dict[Any, _Kept] = {}
         """What is known of each kept connection's socket, made once per socket."""
         self._heads: dict[tuple[str, int], bytes] = {}
@@ -65,7 +65,9 @@ class LeanSender:
         return (
             self._genuine is not None
             and self._redis.Redis.execute_command is self._genuine
-            and self._pid == _PROCESS[0]
+            # asked on each call, not kept by an at-fork hook: a copy made by libc's fork()
+            # (a snapshot's restore, a C extension) runs no Python hook
+            and self._pid == os.getpid()
             and not _metrics_on()
         )
 
@@ -196,13 +198,6 @@ def _readable(poller: Any) -> bool:
     if not hasattr(poller, "poll"):  # pragma: no cover - Windows: the socket itself
         return bool(select.select((poller,), (), (), 0)[0])
     return bool(poller.poll(0))
-
-
-_PROCESS = [os.getpid()]
-"""This process's pid, kept anew in a forked child: compared on every call, where `getpid` is a
-system call each time."""
-if hasattr(os, "register_at_fork"):  # pragma: no branch - not on Windows
-    os.register_at_fork(after_in_child=lambda: _PROCESS.__setitem__(0, os.getpid()))
 
 
 _UNSENT = object()
