@@ -300,3 +300,13 @@ def test_resp3s_types_over_resp2_are_refused_as_redis_pys_resp2_parser_refuses_t
 def test_a_push_amid_a_reply_is_skipped_as_redis_py_skips_it() -> None:
     data = b"*2\r\n>1\r\n+p\r\n:1\r\n:2\r\n"
     assert replies.read(Connection([data])) == [1, 2] == redis_pys_answer(data)
+
+
+def test_a_value_after_a_push_amid_a_reply_nests_as_deep_as_any_other_element() -> None:
+    deepest = b"*1\r\n" * replies.DEEPEST + b":1\r\n"  # at the limit, not past it
+    answer: Any = 1
+    for _ in range(replies.DEEPEST):
+        answer = [answer]
+    assert replies.read(Connection([deepest])) == answer == redis_pys_answer(deepest)
+    amid = b"*1\r\n>1\r\n+p\r\n" + deepest[4:]  # the first element is a push, then the rest
+    assert replies.read(Connection([amid])) == answer == redis_pys_answer(amid)
