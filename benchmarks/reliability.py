@@ -17,9 +17,9 @@ import platform
 import sys
 import time
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 
+from .environment import our_version
 from .report import Table, markdown_table
 
 STOP_AFTER_FAILURES = 5
@@ -100,7 +100,7 @@ def page(tallies: dict[str, Tally], trials: int, command: str) -> str:
         for name, tally in tallies.items()
         if tally.verdict == "FAIL"
     ]
-    version = metadata.version("lambda-idempotency")
+    version = our_version()
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
     lines = [
         "# Reliability",
