@@ -79,7 +79,12 @@ def checked_target(url: str | None, client: Any, timeout: object) -> tuple[str |
             f"ValkeyStore's url starts with one of {', '.join(SCHEMES)}; "
             f"not {masked(url).partition(':')[0]!r}"
         )
-    if (client is not None and decodes(client)) or (url is not None and url_decodes(url)):
+    if url is not None and url_decodes(url):
+        raise ConfigurationError(
+            "ValkeyStore's url must not set decode_responses: redis-py reads any value of it, "
+            "'false' included, as decoding, and the store needs bytes (results are binary)"
+        )
+    if client is not None and decodes(client):
         raise ConfigurationError(
             "ValkeyStore needs a client that answers bytes (decode_responses=False): "
             "results are binary"
@@ -265,12 +270,12 @@ def error(
 
 
 def url_decodes(url: str) -> bool:
-    """Whether a URL asks its client to answer text (`decode_responses`, read as redis-py
-    reads a URL's flags), known without importing redis-py."""
+    """Whether a URL may make its client answer text, known without importing redis-py: any
+    `decode_responses` value does (redis-py passes the text on as it is, and `"false"` is a
+    true string: its client then decodes)."""
     from urllib.parse import parse_qs, urlsplit
 
-    said = parse_qs(urlsplit(url).query).get("decode_responses", [""])[0]
-    return said != "" and said.upper() not in ("0", "F", "FALSE", "N", "NO")
+    return bool(parse_qs(urlsplit(url).query).get("decode_responses"))
 
 
 def decodes(client: Any) -> bool:

@@ -1,0 +1,52 @@
+"""A URL's options as the Valkey store reads them, before redis-py is imported: the same
+reading as redis-py's own client built from it."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lambda_idempotency import ConfigurationError, ValkeyStore
+from lambda_idempotency._stores.valkey import connection
+
+VALUES = ["true", "false", "False", "FALSE", "0", "1", "no", "N", "yes", "off", "maybe", "%20"]
+
+
+@given(st.sampled_from(VALUES) | st.text(alphabet="abcdefXYZ019 %", max_size=6))
+def test_a_url_decodes_exactly_when_redis_pys_client_built_from_it_decodes(value: str) -> None:
+    url = f"redis://localhost:6379/0?protocol=3&decode_responses={value}"
+    client = redis.Redis.from_url(url)
+    assert connection.url_decodes(url) is bool(client.get_encoder().decode_responses)
+
+
+@pytest.mark.parametrize("value", ["true", "false", "0", "no"])
+@pytest.mark.parametrize("scheme", ["valkey", "redis", "rediss"])
+def test_a_url_that_sets_decode_responses_is_refused_with_the_reason(
+    value: str, scheme: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=r"decode_responses.*'false' included"):
+        ValkeyStore(f"{scheme}://localhost:6379/0?decode_responses={value}")
+
+
+def test_a_url_without_decode_responses_is_taken() -> None:
+    assert not connection.url_decodes("valkey://localhost:6379/0?protocol=3")
+    assert not connection.url_decodes("valkey://localhost:6379/0?decode_responses=")
+    ValkeyStore("valkey://localhost:6379/0?protocol=3")
+
+
+@pytest.mark.parametrize(
+    ("url", "meant"),
+    [
+        ("valkey://h:1/0", "redis://h:1/0"),
+        ("valkeys://h:1/0", "rediss://h:1/0"),
+        ("redis://h:1/0", "redis://h:1/0"),
+        ("unix:///tmp/v.sock", "unix:///tmp/v.sock"),
+    ],
+)
+def test_valkeys_schemes_are_redis_pys_with_tls_kept(url: str, meant: str) -> None:
+    assert connection.redis_url(url) == meant
+    if meant.startswith("rediss"):
+        pool = redis.ConnectionPool.from_url(connection.redis_url(url))
+        assert pool.connection_class is redis.SSLConnection
