@@ -238,6 +238,7 @@ def test_the_batch_example_ships_an_order_once(template_tables: IdempotencyTable
     assert len(items(template_tables, "IdempotencyTable")) == 1
 
 
+@pytest.mark.timeout_scale(3)  # a pytest subprocess per example: 41 s beside a loaded run
 def test_the_pytest_examples_pass_with_the_installed_plugin(tmp_path: Path) -> None:
     """Run from the project's root, so `import_handler` finds functions/ as a user's tests
     find their own handlers."""

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.unit.test_docs import CONTINUES, python_examples
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,6 +65,7 @@ disallow_any_generics = False
 """
 
 
+@pytest.mark.timeout_scale(3)  # mypy from cold (no cache) in a subprocess: 45 s beside a loaded run
 def test_the_examples_and_the_documented_attributes_pass_mypy_strict(tmp_path: Path) -> None:
     pages = tmp_path / "pages"
     pages.mkdir()
