@@ -677,7 +677,7 @@ def test_busy_is_a_retryable_refusal(protocol: int) -> None:
 def test_a_socket_timeout_while_the_server_stalls_may_have_applied_and_recovers(
     protocol: int, stall: str
 ) -> None:
-    """Attack: URL ?socket_timeout=0.2; the server stalls 1 s (DEBUG SLEEP from another
+    """Attack: timeout=0.2 (the socket's); the server stalls 1 s (DEBUG SLEEP from another
     connection, CLIENT PAUSE ALL, or a Lua script spinning below busy-reply-threshold) while
     a call is sent. Promise 3: a retryable StoreError that may have applied; after the stall
     the next calls are their own; the stalled key runs once, after its lease."""
@@ -685,8 +685,8 @@ def test_a_socket_timeout_while_the_server_stalls_may_have_applied_and_recovers(
         ValkeyServer("--enable-debug-command", "yes", "--busy-reply-threshold", "10000") as node,
         redis.Redis.from_url(node.url, socket_timeout=30) as admin,
     ):
-        url = url_of(node.port, f"?protocol={protocol}&socket_timeout=0.2")
-        store = ValkeyStore(url, prefix=prefix())
+        url = url_of(node.port, f"?protocol={protocol}")
+        store = ValkeyStore(url, prefix=prefix(), timeout=0.2)
         charge, effects = charge_on(store, lease_seconds=1, clock_skew_seconds=0)
         charge({"order_id": "warm"}, None)
         if stall == "debug-sleep":

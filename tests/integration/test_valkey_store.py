@@ -513,6 +513,28 @@ def test_a_connection_the_server_closed_between_invocations_is_replaced(
     assert not claim(store, pk, owner())[0]
 
 
+def test_closing_a_store_built_from_a_url_closes_its_connections(
+    valkey_node: ValkeyServer,
+) -> None:
+    """A store's connections are its client's pool's: closing the store closes them, not
+    only the client object (the server counts its clients)."""
+    with redis.Redis.from_url(valkey_node.url) as admin:
+        name = f"closing-{uuid.uuid4().hex[:8]}"
+        store = fresh(valkey_node.url + f"?client_name={name}")
+        for i in range(3):
+            assert claim(store, store.layout.record_key("close", None, f"k{i}"), owner())[0]
+
+        def named() -> int:
+            return sum(1 for c in admin.client_list() if c.get("name") == name)
+
+        assert named() >= 1
+        store.close()
+        deadline = time.monotonic() + 5
+        while named() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert named() == 0
+
+
 def test_a_replica_refuses_the_write_retryably_with_nothing_applied(
     valkey_pair: ValkeyPair,
 ) -> None:

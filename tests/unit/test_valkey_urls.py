@@ -9,16 +9,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lambda_idempotency import ConfigurationError, ValkeyStore
-from lambda_idempotency._stores.valkey import connection
+from lambda_idempotency._stores.valkey import urls
 
 VALUES = ["true", "false", "False", "FALSE", "0", "1", "no", "N", "yes", "off", "maybe", "%20"]
 
 
 @given(st.sampled_from(VALUES) | st.text(alphabet="abcdefXYZ019 %", max_size=6))
-def test_a_url_decodes_exactly_when_redis_pys_client_built_from_it_decodes(value: str) -> None:
+def test_a_url_is_refused_whenever_redis_pys_client_built_from_it_would_decode(
+    value: str,
+) -> None:
     url = f"redis://localhost:6379/0?protocol=3&decode_responses={value}"
-    client = redis.Redis.from_url(url)
-    assert connection.url_decodes(url) is bool(client.get_encoder().decode_responses)
+    decodes = bool(redis.Redis.from_url(url).get_encoder().decode_responses)
+    try:
+        urls.checked_url(url, cluster=False)
+    except ConfigurationError:
+        refused = True
+    else:
+        refused = False
+    assert refused or not decodes
 
 
 @pytest.mark.parametrize("value", ["true", "false", "0", "no"])
@@ -31,9 +39,8 @@ def test_a_url_that_sets_decode_responses_is_refused_with_the_reason(
 
 
 def test_a_url_without_decode_responses_is_taken() -> None:
-    assert not connection.url_decodes("valkey://localhost:6379/0?protocol=3")
-    assert not connection.url_decodes("valkey://localhost:6379/0?decode_responses=")
     ValkeyStore("valkey://localhost:6379/0?protocol=3")
+    ValkeyStore("valkey://localhost:6379/0?decode_responses=")  # no value: redis-py drops it
 
 
 @pytest.mark.parametrize(
@@ -46,7 +53,7 @@ def test_a_url_without_decode_responses_is_taken() -> None:
     ],
 )
 def test_valkeys_schemes_are_redis_pys_with_tls_kept(url: str, meant: str) -> None:
-    assert connection.redis_url(url) == meant
+    assert urls.redis_url(url) == meant
     if meant.startswith("rediss"):
-        pool = redis.ConnectionPool.from_url(connection.redis_url(url))
+        pool = redis.ConnectionPool.from_url(urls.redis_url(url))
         assert pool.connection_class is redis.SSLConnection

@@ -145,13 +145,18 @@ def _cmd_doctor_valkey(args: argparse.Namespace) -> int:
     import redis
     import redis.cluster
 
-    from ..._stores.valkey.connection import SCHEMES, masked, redis_url
+    from ..._base.errors import ConfigurationError
     from ..._stores.valkey.store import DEFAULT_PREFIX
+    from ..._stores.valkey.urls import SCHEMES, checked_url, masked, redis_url
     from .. import doctor, doctor_valkey
 
     url = args.valkey_url
     if not url.startswith(SCHEMES):
         raise CommandError(f"--valkey-url starts with one of {', '.join(SCHEMES)}")
+    try:
+        checked_url(url, cluster=args.cluster)  # the store would refuse it: say why first
+    except ConfigurationError as exc:
+        raise CommandError(str(exc)) from None
     if args.replicas < 0:
         raise CommandError("--replicas is 0 or more")
     prefix = DEFAULT_PREFIX if args.prefix is None else args.prefix

@@ -68,8 +68,8 @@ def store_for(args: argparse.Namespace) -> ValkeyStore:
 
 def where(args: argparse.Namespace) -> str:
     """The server and prefix, as a line names them (the password masked)."""
-    from ..._stores.valkey.connection import masked
     from ..._stores.valkey.store import DEFAULT_PREFIX
+    from ..._stores.valkey.urls import masked
 
     prefix = DEFAULT_PREFIX if args.prefix is None else args.prefix
     return f"Valkey {masked(args.valkey_url)} (prefix {prefix})"
@@ -118,10 +118,14 @@ def on_server(args: argparse.Namespace) -> Iterator[None]:
             ) from exc
         if code in {"MovedError", "AskError"} and not args.cluster:
             raise CommandError(f"{server} is a cluster: add --cluster") from exc
+        if code == "RedisClusterException":  # the cluster client could not start
+            raise _not_a_cluster(server, exc.__cause__) from exc
         raise
-    except RedisClusterException as exc:  # the cluster client could not start
-        if "not enabled" in str(exc):
-            raise CommandError(f"{server} is not in cluster mode: drop --cluster") from exc
-        raise CommandError(
-            f"cannot reach {server} as a cluster: check --valkey-url and the network"
-        ) from exc
+    except RedisClusterException as exc:
+        raise _not_a_cluster(server, exc) from exc
+
+
+def _not_a_cluster(server: str, cause: BaseException | None) -> CommandError:
+    if "not enabled" in str(cause):
+        return CommandError(f"{server} is not in cluster mode: drop --cluster")
+    return CommandError(f"cannot reach {server} as a cluster: check --valkey-url and the network")

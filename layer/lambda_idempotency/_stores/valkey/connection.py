@@ -27,9 +27,9 @@ from ..._base.errors import (
     StoreError,
     unreadable,
 )
+from .urls import SCHEMES, checked_url, masked, redis_url
 
 URL_VARIABLE = "IDEMPOTENCY_VALKEY_URL"
-SCHEMES = ("valkey://", "valkeys://", "redis://", "rediss://", "unix://")
 SOCKET_TIMEOUT_SECONDS = 5.0
 """How long a call waits for its answer on a client built from a URL: past it, the call is a
 `StoreError` (retryable, maybe applied) rather than a wait as long as the invocation."""
@@ -61,7 +61,9 @@ def redis_module() -> Any:
     return redis
 
 
-def checked_target(url: str | None, client: Any, timeout: object) -> tuple[str | None, float]:
+def checked_target(
+    url: str | None, client: Any, timeout: object, *, cluster: bool = False
+) -> tuple[str | None, float]:
     """(the URL, or None for a client given; the timeout in seconds), each checked: a URL,
     else a client, else the environment's; never both; bytes answers; a timeout no longer
     than an invocation. redis-py must be installed either way."""
@@ -79,11 +81,8 @@ def checked_target(url: str | None, client: Any, timeout: object) -> tuple[str |
             f"ValkeyStore's url starts with one of {', '.join(SCHEMES)}; "
             f"not {masked(url).partition(':')[0]!r}"
         )
-    if url is not None and url_decodes(url):
-        raise ConfigurationError(
-            "ValkeyStore's url must not set decode_responses: redis-py reads any value of it, "
-            "'false' included, as decoding, and the store needs bytes (results are binary)"
-        )
+    if url is not None:
+        checked_url(url, cluster=cluster)
     if client is not None and decodes(client):
         raise ConfigurationError(
             "ValkeyStore needs a client that answers bytes (decode_responses=False): "
@@ -155,6 +154,28 @@ def build_client(url: str, *, cluster: bool, timeout: float) -> Any:
     return client
 
 
+def not_built(exc: Exception, step: str | None, pk: str | None) -> StoreError | None:
+    """Building the client failed: what the caller gets, or None for an error that is not
+    the client's (a bug of ours, raised as it is). Nothing was sent: building a cluster client
+    only reads its slots. A bad option (ValueError, TypeError) is for the user to fix; a
+    cluster none of whose nodes answers as one may answer later."""
+    errors = redis_module().exceptions
+    if isinstance(exc, ValueError | TypeError):
+        message = f"the Valkey client cannot be built ({type(exc).__name__}): check the URL"
+        return StoreError(message, key_hash=pk, code="ClientNotBuilt", step=step)
+    if isinstance(exc, errors.RedisClusterException | errors.RedisError):
+        return StoreError(
+            f"the Valkey cluster client cannot start ({type(exc).__name__}): no node answered "
+            "as a cluster's",
+            key_hash=pk,
+            code=type(exc).__name__,
+            retryable=True,
+            maybe_applied=False,
+            step=step,
+        )
+    return None
+
+
 def call(
     client: Any,
     send: Callable[[Any], Any],
@@ -178,6 +199,16 @@ def call(
             raise error(
                 step,
                 "InvalidResponse",
+                pk,
+                retryable=True,
+                maybe_applied=step not in ("get", "scan"),
+            ) from exc
+        except errors.RedisClusterException as exc:
+            # not a RedisError: a cluster client that cannot start (no node answers, a node
+            # not in cluster mode) or cannot route; a write may have gone out before it
+            raise error(
+                step,
+                "RedisClusterException",
                 pk,
                 retryable=True,
                 maybe_applied=step not in ("get", "scan"),
@@ -269,36 +300,9 @@ def error(
     )
 
 
-def url_decodes(url: str) -> bool:
-    """Whether a URL may make its client answer text, known without importing redis-py: any
-    `decode_responses` value does (redis-py passes the text on as it is, and `"false"` is a
-    true string: its client then decodes)."""
-    from urllib.parse import parse_qs, urlsplit
-
-    return bool(parse_qs(urlsplit(url).query).get("decode_responses"))
-
-
 def decodes(client: Any) -> bool:
     """Whether a given client answers text (it must answer bytes: results are binary)."""
     try:
         return bool(client.get_encoder().decode_responses)
     except AttributeError:
         return False
-
-
-def redis_url(url: str) -> str:
-    """A `valkey://`/`valkeys://` URL as redis-py reads it."""
-    for scheme, meant in (("valkey://", "redis://"), ("valkeys://", "rediss://")):
-        if url.startswith(scheme):
-            return meant + url[len(scheme) :]
-    return url
-
-
-def masked(url: str) -> str:
-    """The URL without its password."""
-    scheme, sep, rest = url.partition("://")
-    credentials, at, host = rest.rpartition("@")
-    if not at:
-        return url
-    user = credentials.partition(":")[0]
-    return f"{scheme}{sep}{user}:***@{host}"

@@ -34,7 +34,8 @@ def record_pks(store: ValkeyStore, limit: int) -> tuple[list[str], int, bool]:
     pks: list[str] = []
     scanned = 0
     try:
-        keys: Iterator[bytes] = store.client.scan_iter(match=match, count=min(limit, SCAN_COUNT))
+        client = store._built("scan", None)
+        keys: Iterator[bytes] = client.scan_iter(match=match, count=min(limit, SCAN_COUNT))
         for name in keys:
             if scanned >= limit:
                 return pks, scanned, False

@@ -68,14 +68,10 @@ from ..._base.errors import ConfigurationError, StoreError
 from ..dynamodb.layout import NATIVE_KEYS, TOMBSTONE_SECONDS
 from ..record import Record, ScanPage, StoredForm
 from . import operators
-from .connection import (
-    SOCKET_TIMEOUT_SECONDS,
-    checked_target,
-    fresh_pool_locks,
-    masked,
-)
+from .connection import SOCKET_TIMEOUT_SECONDS, checked_target, fresh_pool_locks
 from .reading import record_of
 from .transport import ScriptTransport
+from .urls import masked
 from .waking import Waiters
 
 if TYPE_CHECKING:
@@ -125,7 +121,7 @@ class ValkeyStore(ScriptTransport):
         replica_timeout_ms: int | None = None,
         aof: bool = False,
     ) -> None:
-        url, timeout = checked_target(url, client, timeout)
+        url, timeout = checked_target(url, client, timeout, cluster=cluster)
         if not isinstance(prefix, str) or "{" in prefix or "}" in prefix:
             raise ConfigurationError(
                 "prefix must be a string without braces: the braces after it make the hashed "
@@ -173,15 +169,8 @@ class ValkeyStore(ScriptTransport):
 
     def ready(self, operation: str, pk: str | None = None, *, step: str | None = None) -> None:
         """Build the client and its scripts (no round trip: scripts load on first use)."""
-        try:
-            self._script("claim")
-        except (ValueError, TypeError) as exc:
-            raise StoreError(
-                f"the Valkey client cannot be built ({type(exc).__name__}): check the URL",
-                key_hash=pk,
-                code="ClientNotBuilt",
-                step=step,
-            ) from exc
+        self._built(step, pk)
+        self._script("claim", pk)
 
     def claim(
         self,

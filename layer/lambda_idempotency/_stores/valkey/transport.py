@@ -15,7 +15,7 @@ from ..._base.errors import StoreError
 from ..._base.observe import emit
 from ..dynamodb.layout import TOMBSTONE_SECONDS
 from . import scripts
-from .connection import build_client, call, close_client
+from .connection import build_client, call, close_client, not_built
 from .lean import LeanSender, unsent
 from .replicas import WAIT_FAILS, ReplicaWait, refusal
 from .waking import Waiters, pool_of
@@ -79,16 +79,26 @@ class ScriptTransport:
             self._closes += 1
             close_client(client)
 
-    def _script(self, name: str) -> Any:
+    def _script(self, name: str, pk: str | None = None) -> Any:
         loaded = self._scripts
         if loaded is None:
-            client = self.client
+            client = self._built(name, pk)
             loaded = {step: client.register_script(source) for step, source in scripts.ALL.items()}
             self._scripts = loaded
         return loaded[name]
 
+    def _built(self, step: str | None, pk: str | None) -> Any:
+        """The client, its building's failure a StoreError (`connection.not_built`)."""
+        try:
+            return self.client
+        except Exception as exc:
+            failure = not_built(exc, step, pk)
+            if failure is None:
+                raise
+            raise failure from exc
+
     def _run(self, name: str, pk: str, args: list[Any]) -> Any:
-        script, key = self._script(name), self.key_of(pk)
+        script, key = self._script(name, pk), self.key_of(pk)
         lean = self._lean
         if lean is not None and lean.serves():  # it packs ints itself
             answer = self._call(name, pk, lambda _: lean.evalsha(script, key, args))
@@ -105,7 +115,7 @@ class ScriptTransport:
         `undo`ne first: released by its owner token, best effort); the others are logged."""
         if not self._wait.asks:
             return self._run(name, pk, args)
-        script, key = self._script(name), self.key_of(pk)
+        script, key = self._script(name, pk), self.key_of(pk)
         values = [_arg(a) for a in args]
         answer, short, refused = self._call(
             name, pk, lambda client: self._wait.send(client, script, key, values)
@@ -132,7 +142,7 @@ class ScriptTransport:
         """`send(client)`'s answer, its failure a StoreError (`connection.call`). A store
         closed by another thread mid-call leaves redis-py's connection half torn down, and
         whatever that raises is a StoreError too: the call may have been sent."""
-        client, closes = self.client, self._closes
+        client, closes = self._built(step, pk), self._closes
         unsent = self._knows_unsent
         try:
             return call(client, send, step, pk, timeout=self._timeout, knows_unsent=unsent)
@@ -156,7 +166,13 @@ class ScriptTransport:
         return f"{self.prefix}{{{pk}}}"
 
     def pk_of(self, key: bytes | str) -> str | None:
-        text = key.decode() if isinstance(key, bytes) else key
+        """The pk in a key name SCAN answered, decoded as the client encodes (its URL's
+        `encoding`): None for a name this store did not write."""
+        if isinstance(key, bytes):
+            encoder = getattr(self.client, "get_encoder", None)
+            text = key.decode(encoder().encoding if encoder else "utf-8")
+        else:
+            text = key
         if not (text.startswith(self.prefix + "{") and text.endswith("}")):
             return None
         return text[len(self.prefix) + 1 : -1]
