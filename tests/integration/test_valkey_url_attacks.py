@@ -10,7 +10,9 @@ call time (truthful `retryable`, `maybe_applied`), never a raw exception, nothin
 its lease, nothing silently re-executed or sent somewhere else; (3) no password in a log line
 or an error message; (4) `ValkeyStore(url)` connects to nothing until the first call.
 
-Found failing when written (left failing): raw LookupError/OverflowError/AttributeError from
+Found failing when written, each fixed since by checking the URL when the store is built
+(`_stores/valkey/urls.py`: a ConfigurationError with the reason), a cluster client that cannot
+start mapped to a StoreError, and `scan_stuck` decoding in the URL's encoding: raw LookupError/OverflowError/AttributeError from
 nonsense options; a handshake that raised skipped on the retry (records in db 0); a huge
 max_connections hangs the first call; cluster=True that cannot start raises redis-py's raw
 RedisClusterException (an unreachable cluster included); urllib's ValueError raw at build,
