@@ -165,8 +165,8 @@ def not_built(exc: Exception, step: str | None, pk: str | None) -> StoreError | 
         return StoreError(message, key_hash=pk, code="ClientNotBuilt", step=step)
     if isinstance(exc, errors.RedisClusterException | errors.RedisError):
         return StoreError(
-            f"the Valkey cluster client cannot start ({type(exc).__name__}): no node answered "
-            "as a cluster's",
+            f"the Valkey client cannot start ({type(exc).__name__}): no node answered (as a "
+            "cluster's, for cluster=True)",
             key_hash=pk,
             code=type(exc).__name__,
             retryable=True,
