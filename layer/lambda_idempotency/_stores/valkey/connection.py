@@ -193,26 +193,15 @@ def call(
     while True:
         try:
             return send(client)
-        except (ValueError, TypeError) as exc:
-            # redis-py's parser on an answer that is RESP but not what its type says (`,x`,
-            # a map keyed by a list): the connection is dropped, the request had left
-            raise error(
-                step,
-                "InvalidResponse",
-                pk,
-                retryable=True,
-                maybe_applied=step not in ("get", "scan"),
-            ) from exc
-        except errors.RedisClusterException as exc:
-            # not a RedisError: a cluster client that cannot start (no node answers, a node
-            # not in cluster mode) or cannot route; a write may have gone out before it
-            raise error(
-                step,
-                "RedisClusterException",
-                pk,
-                retryable=True,
-                maybe_applied=step not in ("get", "scan"),
-            ) from exc
+        except (ValueError, TypeError, errors.RedisClusterException) as exc:
+            # ValueError, TypeError: redis-py's parser on an answer that is RESP but not what
+            # its type says (`,x`, a map keyed by a list), the connection dropped, the request
+            # had left. RedisClusterException (not a RedisError): a cluster client that cannot
+            # start or route. Either way a write may have gone out.
+            cluster = isinstance(exc, errors.RedisClusterException)
+            code = "RedisClusterException" if cluster else "InvalidResponse"
+            writes = step not in ("get", "scan")
+            raise error(step, code, pk, retryable=True, maybe_applied=writes) from exc
         except errors.RedisError as exc:
             exhausted = pool_exhausted(errors, exc)
             give_up = give_up or time.monotonic() + timeout
