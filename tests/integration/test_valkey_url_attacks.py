@@ -12,19 +12,18 @@ or an error message; (4) `ValkeyStore(url)` connects to nothing until the first 
 
 Found failing when written, each fixed since by checking the URL when the store is built
 (`_stores/valkey/urls.py`: a ConfigurationError with the reason), a cluster client that cannot
-start mapped to a StoreError, and `scan_stuck` decoding in the URL's encoding: raw LookupError/OverflowError/AttributeError from
-nonsense options; a handshake that raised skipped on the retry (records in db 0); a huge
-max_connections hangs the first call; cluster=True that cannot start raises redis-py's raw
-RedisClusterException (an unreachable cluster included); urllib's ValueError raw at build,
-with the password in it; the password in a chained error when it holds '#', '/' or '?', and a
-?password= option unmasked in repr and the operator CLI; port 0 read as 6379; a db path that
-is no number read as db 0 (or 12); options no connection can be made with reported retryable
-and maybe applied; the URL's socket_timeout overriding the store's timeout=; a pool of
-?max_connections=1 exhausted by the lean path's kept connection; scan_stuck under latin-1 with
-a non-ASCII prefix; a lossy encoding merging two prefixes. Held: building connects nothing,
-decode_responses refused however spelled, percent-encoded credentials, db options, unix
-sockets, server-refused options, valkeys:// to a plain server.
-"""
+start mapped to a StoreError, and `scan_stuck` decoding in the URL's encoding: raw
+LookupError/OverflowError/AttributeError from nonsense options; a handshake that raised skipped
+on the retry (records in db 0); a huge max_connections hangs the first call; cluster=True that
+cannot start raises redis-py's raw RedisClusterException (an unreachable cluster included);
+urllib's ValueError raw at build, with the password in it; the password in a chained error when
+it holds '#', '/' or '?', and a ?password= option unmasked in repr and the operator CLI; port 0
+read as 6379; a db path that is no number read as db 0 (or 12); options no connection can be
+made with reported retryable and maybe applied; the URL's socket_timeout overriding the store's
+timeout=; a pool of ?max_connections=1 exhausted by the lean path's kept connection; scan_stuck
+under latin-1 with a non-ASCII prefix; a lossy encoding merging two prefixes. Held: building
+connects nothing, decode_responses refused however spelled, percent-encoded credentials, db
+options, unix sockets, server-refused options, valkeys:// to a plain server."""
 
 from __future__ import annotations
 
