@@ -7,6 +7,7 @@ left, and Ctrl-C what runs in the foreground. Nothing is left in the user's fold
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -20,7 +21,8 @@ import redis
 
 import lambda_idempotency
 from lambda_idempotency import ValkeyStore, idempotent
-from lambda_idempotency._dev.valkey_local import free_port
+from lambda_idempotency._dev import valkey_local
+from lambda_idempotency._dev.valkey_local import ValkeyCluster, ValkeyLocalError
 
 pytestmark = [pytest.mark.valkey, pytest.mark.timeout_scale(3)]
 
@@ -67,13 +69,32 @@ def _ports_free(*ports: int) -> bool:
 
 @pytest.fixture
 def port() -> Iterator[int]:
-    """A port with the next two free too (a cluster takes three in a row)."""
+    """A port with the next two free too (a cluster takes three in a row), below the range
+    the kernel hands out (ip_local_port_range): a free port there stays free, where one in
+    that range (free_port()'s) can go to any other server's free_port() or any outgoing
+    connection before `local` binds it (as a loaded run once saw)."""
+    lowest_ephemeral = int(EPHEMERAL.read_text().split()[0]) if EPHEMERAL.exists() else 32768
     for _ in range(50):
-        first = free_port()
-        if first < 65000 and _ports_free(first + 1, first + 2):
+        first = random.randrange(20000, lowest_ephemeral - 3)
+        if _ports_bindable(first, first + 1, first + 2):
             yield first
             return
     raise AssertionError("no three free ports in a row")
+
+
+EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def _ports_bindable(*ports: int) -> bool:
+    import socket
+
+    for port in ports:
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
 
 
 def test_the_printed_url_reaches_a_server_a_store_runs_once_and_replays_on(
@@ -205,3 +226,43 @@ def test_a_port_in_use_is_one_line_and_nothing_starts(
     assert refused.returncode != 0
     assert f"port {port} in use" in refused.stderr and "Traceback" not in refused.stderr
     assert command(user, "local", "--valkey", "--table", "t").returncode != 0
+
+
+def test_a_cluster_that_cannot_start_leaves_no_node_running(port: int) -> None:
+    """A port taken between the check and the bind (here, the second node's): the start fails
+    with the reason, and the node already started is stopped, detached or not (a loaded run
+    once found one still running 20 minutes after `local --cluster` failed)."""
+    import socket
+
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", port + 1))
+        squatter.listen()
+        cluster = ValkeyCluster(size=3, port=port, detached=True)
+        with pytest.raises(ValkeyLocalError, match="Address already in use"):
+            cluster.start(timeout=20)
+    assert not any(node.running for node in cluster.nodes)
+    assert _ports_free(port, port + 2)
+
+
+def test_a_fixed_port_node_retries_a_taken_cluster_bus_port(
+    port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bus port is a free one picked before the bind: when another process takes it in
+    between, the node starts on another bus port, even on a port the user fixed."""
+    import socket
+
+    real = valkey_local.free_port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        picks = iter([taken])
+        monkeypatch.setattr(valkey_local, "free_port", lambda: next(picks, None) or real())
+        cluster = ValkeyCluster(size=1, port=port)
+        with cluster:
+            node = cluster.nodes[0]
+            assert node.port == port and node.cluster_port not in (0, taken)
+            client = redis.Redis(port=port)
+            assert client.ping()
+            client.close()
+    assert _ports_free(port)

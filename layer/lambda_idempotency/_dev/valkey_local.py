@@ -205,7 +205,8 @@ class ValkeyServer:
 
     def start(self, timeout: float = 30.0) -> Self:
         """Started and answering PING (its AOF loaded). A port another process took between
-        free_port() and the server's bind is retried on new ports."""
+        free_port() and the server's bind is retried on new ports (a fixed `port`: only the
+        cluster bus's, which is always a free one)."""
         binary = self.binary or install()
         self._dir = tempfile.mkdtemp(prefix="valkey-")
         self._log = tempfile.TemporaryFile()  # noqa: SIM115  (closed by stop())
@@ -241,11 +242,19 @@ class ValkeyServer:
                 raise
             if self.running:
                 return self
-            if self.fixed_port or "Address already in use" not in self.output():
+            if not self._port_taken(bus_only=bool(self.fixed_port)):
                 break
         output = self.output()
         self.stop()
         raise ValkeyLocalError(f"{binary} did not start: {output[-800:]}")
+
+    def _port_taken(self, *, bus_only: bool) -> bool:
+        """Whether the server exited because a port it was given was taken (`bus_only`: its
+        cluster bus port), as its log says: "Failed listening on port N (cluster)"."""
+        output = self.output()
+        if "Address already in use" not in output:
+            return False
+        return not bus_only or f"port {self.cluster_port} (cluster)" in output
 
     def _answers_ping(self) -> bool:
         if not self.running:
@@ -416,7 +425,17 @@ class ValkeyCluster:
         return [(HOST, node.port) for node in self.nodes]
 
     def start(self, timeout: float = 30.0) -> Self:
-        """Ready when every node sees every slot served (`cluster_state:ok`) by all nodes."""
+        """Ready when every node sees every slot served (`cluster_state:ok`) by all nodes.
+        One that fails stops them all: no node of a half-made cluster is left running (a
+        detached one would outlive the command that started it)."""
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, timeout: float) -> None:
         for node in self.nodes:
             node.start(timeout)
         size = len(self.nodes)
@@ -429,7 +448,6 @@ class ValkeyCluster:
             call(self.nodes[0].port, "CLUSTER", "MEET", HOST, node.port, node.cluster_port)
         for node in self.nodes:
             wait_until(f"{node} sees the cluster ok", partial(self._sees_all, node), timeout)
-        return self
 
     def _sees_all(self, node: ValkeyServer) -> bool:
         state = cluster_info(node.port)
@@ -442,11 +460,7 @@ class ValkeyCluster:
             node.stop()
 
     def __enter__(self) -> Self:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
+        return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
