@@ -253,6 +253,7 @@ def test_the_operators_without_a_table_or_template_ask_for_the_table(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("IDEMPOTENCY_TABLE", raising=False)
+    monkeypatch.delenv("IDEMPOTENCY_VALKEY_URL", raising=False)
 
     status, out, err = run(capsys, *command_line)
 
@@ -260,7 +261,8 @@ def test_the_operators_without_a_table_or_template_ask_for_the_table(
     flag = "TABLE" if command_line[0] == "doctor" else "--table TABLE"
     assert err == (
         f"lambda-idempotency: which table? pass {flag} or set IDEMPOTENCY_TABLE (no "
-        "template.yaml here to read it from)\n"
+        "template.yaml here to read it from); for a ValkeyStore's records, --valkey-url URL or "
+        "IDEMPOTENCY_VALKEY_URL\n"
     )
 
 

@@ -367,3 +367,18 @@ def test_the_operations_guide_http_lines_run_as_written(
     assert first[0].startswith("pk       CreatePaymentFunction.app.lambda_handler#")
     assert first[0] == second[0]  # one record, named both ways
     assert first[1] == second[1] == "status   COMPLETED"
+
+
+def test_an_http_record_asked_for_without_http_says_to_add_it(
+    backend: Backend, capsys: Any, tmp_path: Path
+) -> None:
+    """The header's value alone, as an operator first tries it: the line says --http."""
+    event = principal_event("http-api-jwt", "a", headers={"Idempotency-Key": KEY}, body=BODY)
+    backend.handler()(event, None)
+
+    status, _, err = backend.inspect(capsys, "--key", KEY)
+
+    assert status == 2
+    assert f"namespace {backend.namespace} has records, not this key" in err
+    assert "for a record of idempotent_http, add --http with --event FILE or --principal" in err
+    assert KEY not in err

@@ -16,6 +16,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -317,3 +318,40 @@ def test_a_holder_whose_clock_is_behind_keeps_its_live_lease(where: Where, capsy
     assert re.search(r"in (9\.9|10\.0) min", err), err
     record = where.store.get(pk)
     assert record is not None and record.status is Status.IN_PROGRESS
+
+
+def test_the_url_local_exports_is_enough_for_every_operator_command(
+    valkey_node: ValkeyServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """What `local --valkey --print-env` exports (IDEMPOTENCY_VALKEY_URL) names the store, as
+    `ValkeyStore()` reads it, when the command names no table: a newcomer's `inspect` once
+    answered "which table?" with no word of --valkey-url."""
+    here = Where(valkey_node.url, cluster=False)
+    try:
+        here.handler([])({"order_id": "o-1"}, None)
+        pk = here.crashed_claim("o-2", lease_ms=MINUTE_MS)
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.delenv("IDEMPOTENCY_TABLE", raising=False)
+        monkeypatch.setenv("IDEMPOTENCY_VALKEY_URL", valkey_node.url)
+        prefix = ["--prefix", here.prefix]
+
+        def run(*argv: str) -> tuple[int, str, str]:
+            status = cli.main(list(argv))
+            captured = capsys.readouterr()
+            return status, captured.out, captured.err
+
+        status, out, err = run("inspect", *prefix, "--key", "o-1", "--namespace", NAMESPACE)
+        assert status == 0 and "COMPLETED" in out, err
+        status, out, err = run("namespaces", *prefix)
+        assert (status, out) == (0, f"{NAMESPACE}  2 records\n"), err
+        status, out, err = run("stuck", *prefix, "--older-than", "0", "--json")
+        assert status == 0 and out.count(pk) == 1, err
+
+        # a table named any way is the table's: the variable never overrides it
+        status, out, err = run("inspect", "--table", "t", "--key", "o-1", "--region", "xx-1")
+        assert status != 0 and "Valkey" not in err
+        monkeypatch.setenv("IDEMPOTENCY_TABLE", "orders-idempotency")
+        status, out, err = run("inspect", *prefix, "--key", "o-1")
+        assert status == 2 and err.startswith("lambda-idempotency: --prefix is for a Valkey"), err
+    finally:
+        here.store.close()

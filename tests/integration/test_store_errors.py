@@ -118,7 +118,8 @@ def test_no_region_says_to_set_aws_region_and_frees_nothing(
     assert runs == 0
     assert str(error) == (
         f"DynamoDB put_item failed: NoRegionError (table orders-idem at {dynamodb_local_endpoint})"
-        ": no AWS region: set AWS_REGION (Lambda sets it), or pass region_name="
+        ": no AWS region: set AWS_REGION (Lambda sets it), or pass region_name=; for DynamoDB "
+        "Local, `lambda-idempotency local` prints the variables to export"
     )
     assert not error.maybe_applied and not error.retryable
     assert_one_clean_line(error, logged)

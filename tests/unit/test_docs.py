@@ -219,6 +219,31 @@ def test_the_http_example_creates_once_and_replays(template_tables: IdempotencyT
     assert again["headers"]["Idempotent-Replayed"] == "true"
 
 
+def test_the_http_pages_own_event_creates_once_replays_and_is_inspected_by_its_file(
+    template_tables: IdempotencyTable, tmp_path: Path, capsys: Any
+) -> None:
+    """The request http.md gives a user without API Gateway (its JSON block, saved as they
+    would save it) is one the front end reads, and `inspect --http --event` finds its record."""
+    from lambda_idempotency._dev import cli
+
+    page = (ROOT / "docs" / "http.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```json\n(.*?)^```", page, re.DOTALL | re.MULTILINE)
+    block = next(block for block in blocks if '"version": "2.0"' in block)
+    saved = tmp_path / "event.json"
+    saved.write_text(block, encoding="utf-8")
+    create = run_examples(ROOT / "docs" / "http.md")[0]
+
+    first = create["create_payment"](json.loads(saved.read_text()), FakeContext())
+    again = create["create_payment"](json.loads(saved.read_text()), FakeContext())
+
+    assert first["statusCode"] == again["statusCode"] == 201
+    assert again["headers"]["Idempotent-Replayed"] == "true"
+    namespace = f"{create['__name__']}.create_payment"
+    status = cli.main(["inspect", "--http", "--event", str(saved), "--namespace", namespace])
+    out = capsys.readouterr().out
+    assert status == 0 and "COMPLETED" in out
+
+
 def test_each_recipe_module_is_a_code_block_of_a_page_as_is() -> None:
     """tests/recipes/ holds the recipes the tests import (the FastAPI app of http.md): what
     a reader copies from the page is what the tests ran."""

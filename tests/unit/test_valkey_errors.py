@@ -107,3 +107,28 @@ def test_an_answer_its_parser_cannot_type_is_unreadable_retryable_and_may_have_a
             applied,
         )
         assert error.key_hash == PK
+
+
+def test_a_server_that_does_not_answer_is_named_with_the_fix_and_never_the_password() -> None:
+    """A newcomer who forgot to start a server (or to export its URL) read only "Valkey claim
+    failed (ConnectionError)": the message names the address redis-py tried and the fix."""
+    from lambda_idempotency import ValkeyStore, idempotent
+
+    for url, where in (
+        ("redis://:s3cret@127.0.0.1:1", "127.0.0.1:1"),
+        ("unix:///nonexistent/valkey.sock?password=s3cret", "/nonexistent/valkey.sock"),
+    ):
+        store = ValkeyStore(url)
+
+        @idempotent(key="k", store=store)
+        def handler(event: Any, context: Any) -> int:
+            raise AssertionError("ran without a claim")
+
+        with pytest.raises(StoreError) as caught:
+            handler({"k": "a"}, None)
+        store.close()
+        said = str(caught.value)
+        assert said.startswith("Valkey claim failed (ConnectionError): Error "), said
+        assert f"connecting to {where}" in said and "lambda-idempotency local --valkey" in said
+        assert "s3cret" not in said
+        assert not caught.value.maybe_applied and caught.value.retryable

@@ -4,10 +4,9 @@ fix for each that fails (the checks themselves: `_dev/doctor.py`)."""
 from __future__ import annotations
 
 import json
-import os
 from typing import TYPE_CHECKING, Any
 
-from . import tables
+from . import tables, valkey_stores
 from .exits import CommandError
 from .reach import CREDENTIAL_CODES, is_loopback, port_flag
 from .tables import add_layout_options, no_table
@@ -86,10 +85,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
     from .. import doctor
 
-    if args.valkey_url is None and not (
-        args.table or args.endpoint or os.environ.get("IDEMPOTENCY_TABLE")
-    ):
-        args.valkey_url = os.environ.get("IDEMPOTENCY_VALKEY_URL") or None
+    valkey_stores.from_environment(args)
     if args.valkey_url is not None:
         return _cmd_doctor_valkey(args)
     # an operator waits for an answer: no minute of botocore's connection retries

@@ -153,7 +153,8 @@ def no_record(store: OperatorStore, pk: str, args: argparse.Namespace) -> str:
             "check the Idempotency-Key value and the scope (--event's principal, --principal "
             "or the handler's own scope= with --scope)"
             if http
-            else "check --key (--json-values for a key that is not a string) and --scope"
+            else "check --key (--json-values for a key that is not a string) and --scope; "
+            "for a record of idempotent_http, add --http with --event FILE or --principal"
         )
         return f"{line}: namespace {args.namespace} has records, not this key: {check}"
     named = [namespace for namespace, _ in _by_count(found)[:HINT_NAMED]]

@@ -60,7 +60,8 @@ def store_for(args: argparse.Namespace, config: Any = None) -> DynamoDBStore:
         flag = "TABLE" if args.command == "doctor" else "--table TABLE"
         raise CommandError(
             f"which table? pass {flag} or set IDEMPOTENCY_TABLE (no {DEFAULT_TEMPLATE} here "
-            "to read it from)"
+            "to read it from); for a ValkeyStore's records, --valkey-url URL or "
+            "IDEMPOTENCY_VALKEY_URL"
         )
     if table is None:
         try:

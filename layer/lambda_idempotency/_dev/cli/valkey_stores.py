@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..._base.errors import StoreError
+from ..._stores.valkey.connection import URL_VARIABLE
 from .exits import CommandError
 
 if TYPE_CHECKING:
@@ -32,7 +34,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--valkey-url",
         help="the records of a ValkeyStore at this URL instead of a table's "
-        "(valkey://, valkeys://, redis://, rediss://, unix://)",
+        "(valkey://, valkeys://, redis://, rediss://, unix://; default: IDEMPOTENCY_VALKEY_URL "
+        "when no table is named and IDEMPOTENCY_TABLE is unset)",
     )
     parser.add_argument(
         "--cluster", action="store_true", help="with --valkey-url: the store uses cluster=True"
@@ -42,8 +45,23 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def from_environment(args: argparse.Namespace) -> None:
+    """A command that names no store (no --valkey-url, no table or other DynamoDB option, no
+    IDEMPOTENCY_TABLE) reads the one IDEMPOTENCY_VALKEY_URL names, as `ValkeyStore()` does:
+    what `local --valkey --print-env` exports is enough."""
+    if getattr(args, "valkey_url", None) is not None or os.environ.get("IDEMPOTENCY_TABLE"):
+        return
+    if any(getattr(args, name, None) for name in _DYNAMODB_ONLY):
+        return
+    if getattr(args, "layout", "native") != "native":
+        return
+    args.valkey_url = os.environ.get(URL_VARIABLE) or None
+
+
 def wanted(args: argparse.Namespace) -> bool:
-    """Whether the command reads a Valkey store; the options of the other refused."""
+    """Whether the command reads a Valkey store (--valkey-url, else `from_environment`); the
+    options of the other refused."""
+    from_environment(args)
     url = getattr(args, "valkey_url", None)
     if url is None:
         for flag in ("cluster", "prefix"):

@@ -100,7 +100,8 @@ UNSENT = (NoRegionError, NoCredentialsError, PartialCredentialsError)
 landed, and botocore does not retry them."""
 _LOCAL = "for DynamoDB Local, `lambda-idempotency local` prints the variables to export"
 _FIXES = {
-    "NoRegionError": "no AWS region: set AWS_REGION (Lambda sets it), or pass region_name=",
+    "NoRegionError": "no AWS region: set AWS_REGION (Lambda sets it), or pass region_name=; "
+    f"{_LOCAL}",
     "NoCredentialsError": "no AWS credentials: configure them (AWS_PROFILE, or the "
     f"AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY variables); {_LOCAL}",
     "PartialCredentialsError": "incomplete AWS credentials: set both AWS_ACCESS_KEY_ID and "

@@ -251,7 +251,10 @@ def store_error(
         return error(step, name, pk, retryable=False, maybe_applied=False)
     if isinstance(exc, errors.ConnectionError | errors.TimeoutError | errors.ClusterError):
         unsent = knows_unsent and "connecting to" in str(exc)
-        return error(step, name, pk, retryable=True, maybe_applied=writes and not unsent)
+        detail = _connect_failure(exc) if "connecting to" in str(exc) else None
+        return error(
+            step, name, pk, retryable=True, maybe_applied=writes and not unsent, detail=detail
+        )
     if isinstance(exc, errors.InvalidResponse):
         # the request left and its answer came back unreadable (the connection, out of step,
         # is dropped): as a lost answer, a write may have landed
@@ -276,11 +279,30 @@ def store_error(
     return error(step, name, pk, retryable=False, maybe_applied=writes and ran)
 
 
+NOTHING_ANSWERS = (
+    "nothing answers there: start a server (`lambda-idempotency local --valkey` prints the URL "
+    "to export), or check the store's URL (IDEMPOTENCY_VALKEY_URL) and the network"
+)
+
+
+def _connect_failure(exc: Exception) -> str:
+    """redis-py's line for a failed connect (the address and the system's reason, never the
+    URL's credentials: it names host and port, or the socket's path) and the fix."""
+    said = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    return f"{said.rstrip('.')}; {NOTHING_ANSWERS}"
+
+
 def error(
-    step: str, reason: str, pk: str | None, *, retryable: bool, maybe_applied: bool
+    step: str,
+    reason: str,
+    pk: str | None,
+    *,
+    retryable: bool,
+    maybe_applied: bool,
+    detail: str | None = None,
 ) -> StoreError:
     return StoreError(
-        f"Valkey {step} failed ({reason})",
+        f"Valkey {step} failed ({reason})" + (f": {detail}" if detail else ""),
         key_hash=pk,
         code=reason,
         retryable=retryable,
