@@ -31,6 +31,7 @@ from lambda_idempotency._stores.record import Status
 pytestmark = pytest.mark.valkey
 
 NAMESPACE = "Orders.app.handler"
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 MINUTE_MS = 60_000
 
 
@@ -324,8 +325,9 @@ def test_the_url_local_exports_is_enough_for_every_operator_command(
     valkey_node: ValkeyServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
     """What `local --valkey --print-env` exports (IDEMPOTENCY_VALKEY_URL) names the store, as
-    `ValkeyStore()` reads it, when the command names no table: a newcomer's `inspect` once
-    answered "which table?" with no word of --valkey-url."""
+    `ValkeyStore()` reads it, where the command finds no table (none named, no template): a
+    newcomer's `inspect` once answered "which table?" with no word of --valkey-url. A table
+    found any way (named, IDEMPOTENCY_TABLE, a SAM project's template) is still read."""
     here = Where(valkey_node.url, cluster=False)
     try:
         here.handler([])({"order_id": "o-1"}, None)
@@ -350,6 +352,12 @@ def test_the_url_local_exports_is_enough_for_every_operator_command(
         # a table named any way is the table's: the variable never overrides it
         status, out, err = run("inspect", "--table", "t", "--key", "o-1", "--region", "xx-1")
         assert status != 0 and "Valkey" not in err
+        monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:1")
+        monkeypatch.setenv("AWS_REGION", "us-east-1")
+        (tmp_path / "template.yaml").write_text(TEMPLATE.read_text(encoding="utf-8"))
+        status, out, err = run("inspect", "--key", "o-1", "--namespace", NAMESPACE)
+        assert status != 0 and "DynamoDB" in err and "Valkey" not in err, err
+        (tmp_path / "template.yaml").unlink()
         monkeypatch.setenv("IDEMPOTENCY_TABLE", "orders-idempotency")
         status, out, err = run("inspect", *prefix, "--key", "o-1")
         assert status == 2 and err.startswith("lambda-idempotency: --prefix is for a Valkey"), err

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from ..._base.errors import StoreError
 from ..._stores.valkey.connection import URL_VARIABLE
 from .exits import CommandError
+from .project import template_path
 
 if TYPE_CHECKING:
     from ..._stores.valkey.store import ValkeyStore
@@ -35,7 +36,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "--valkey-url",
         help="the records of a ValkeyStore at this URL instead of a table's "
         "(valkey://, valkeys://, redis://, rediss://, unix://; default: IDEMPOTENCY_VALKEY_URL "
-        "when no table is named and IDEMPOTENCY_TABLE is unset)",
+        "where no table is found: none named, no IDEMPOTENCY_TABLE, no template)",
     )
     parser.add_argument(
         "--cluster", action="store_true", help="with --valkey-url: the store uses cluster=True"
@@ -46,14 +47,17 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def from_environment(args: argparse.Namespace) -> None:
-    """A command that names no store (no --valkey-url, no table or other DynamoDB option, no
-    IDEMPOTENCY_TABLE) reads the one IDEMPOTENCY_VALKEY_URL names, as `ValkeyStore()` does:
-    what `local --valkey --print-env` exports is enough."""
+    """A command that finds no table (no --valkey-url, no table or other DynamoDB option, no
+    IDEMPOTENCY_TABLE, no template to read one from) reads the store IDEMPOTENCY_VALKEY_URL
+    names, as `ValkeyStore()` does: what `local --valkey --print-env` exports is enough. Only
+    where the command would otherwise ask "which table?": a table found any way is read."""
     if getattr(args, "valkey_url", None) is not None or os.environ.get("IDEMPOTENCY_TABLE"):
         return
     if any(getattr(args, name, None) for name in _DYNAMODB_ONLY):
         return
     if getattr(args, "layout", "native") != "native":
+        return
+    if getattr(args, "template", None) is not None and template_path(args) is not None:
         return
     args.valkey_url = os.environ.get(URL_VARIABLE) or None
 
