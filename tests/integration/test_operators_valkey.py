@@ -349,6 +349,15 @@ def test_the_url_local_exports_is_enough_for_every_operator_command(
         status, out, err = run("stuck", *prefix, "--older-than", "0", "--json")
         assert status == 0 and out.count(pk) == 1, err
 
+        monkeypatch.setenv("IDEMPOTENCY_VALKEY_URL", "redis://:s3cret@127.0.0.1:1")
+        status, out, err = run("namespaces")
+        assert (status, out) == (2, ""), err
+        assert err == (
+            "lambda-idempotency: cannot reach Valkey redis://:***@127.0.0.1:1 (prefix "
+            "idempotency:) (ConnectionError): check IDEMPOTENCY_VALKEY_URL and the network\n"
+        )
+        monkeypatch.setenv("IDEMPOTENCY_VALKEY_URL", valkey_node.url)
+
         # a table named any way is the table's: the variable never overrides it
         status, out, err = run("inspect", "--table", "t", "--key", "o-1", "--region", "xx-1")
         assert status != 0 and "Valkey" not in err

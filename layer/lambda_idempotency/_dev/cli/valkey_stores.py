@@ -60,6 +60,7 @@ def from_environment(args: argparse.Namespace) -> None:
     if getattr(args, "template", None) is not None and template_path(args) is not None:
         return
     args.valkey_url = os.environ.get(URL_VARIABLE) or None
+    args.valkey_url_named_by = URL_VARIABLE  # what a line about the server says to check
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -123,6 +124,7 @@ def on_server(args: argparse.Namespace) -> Iterator[None]:
     from redis.exceptions import RedisClusterException
 
     server = where(args)
+    named = getattr(args, "valkey_url_named_by", "--valkey-url")
     try:
         yield
     except StoreError as exc:
@@ -131,7 +133,7 @@ def on_server(args: argparse.Namespace) -> Iterator[None]:
             raise CommandError(f"{server} refused the credentials in the URL") from exc
         if code in {"ConnectionError", "TimeoutError"}:
             raise CommandError(
-                f"cannot reach {server} ({code}): check --valkey-url and the network"
+                f"cannot reach {server} ({code}): check {named} and the network"
             ) from exc
         if code in {"NoPermissionError", "AuthorizationError"}:
             raise CommandError(
@@ -141,13 +143,13 @@ def on_server(args: argparse.Namespace) -> Iterator[None]:
         if code in {"MovedError", "AskError"} and not args.cluster:
             raise CommandError(f"{server} is a cluster: add --cluster") from exc
         if code == "RedisClusterException":  # the cluster client could not start
-            raise _not_a_cluster(server, exc.__cause__) from exc
+            raise _not_a_cluster(server, exc.__cause__, named) from exc
         raise
     except RedisClusterException as exc:
-        raise _not_a_cluster(server, exc) from exc
+        raise _not_a_cluster(server, exc, named) from exc
 
 
-def _not_a_cluster(server: str, cause: BaseException | None) -> CommandError:
+def _not_a_cluster(server: str, cause: BaseException | None, named: str) -> CommandError:
     if "not enabled" in str(cause):
         return CommandError(f"{server} is not in cluster mode: drop --cluster")
-    return CommandError(f"cannot reach {server} as a cluster: check --valkey-url and the network")
+    return CommandError(f"cannot reach {server} as a cluster: check {named} and the network")
