@@ -1,4 +1,5 @@
-"""Attacks, from the promises only, on three things new today.
+"""Attacks, from the promises only (a helper who had not seen the code), on three things new
+on 2026-11-29.
 
 A. Which store an operator command reads: IDEMPOTENCY_VALKEY_URL where no table is found
    (no --table / doctor TABLE, no IDEMPOTENCY_TABLE, no DynamoDB option, no template.yaml),
@@ -10,7 +11,13 @@ C. `lambda-idempotency local --valkey [--cluster]` and `local stop --valkey`: a 
    one line naming it with a fix (exit 2, nothing left running), a half-started cluster is
    stopped, a taken bus port does not stop a node, nothing lands in the user's folder.
 
-What failed when written (the tests assert the promise, so these fail):
+Found failing when written (19 of 71), each fixed since: the CLI names what gave the URL
+(`valkey_stores.named_by`) in every line about it; an empty option counts as given; a template
+that names no table (a Valkey project) lets the variable in; doctor refuses the Valkey options
+beside a table; `masked` hides all of a query from its password on, and an unknown option after
+a password is refused without its name; a cluster client that cannot start names the node
+redis-py tried and the fix; `local`'s port check binds as well as connects, a bind lost after
+it is one line, and --port is checked to name real ports. What failed:
 - A: a malformed URL, and credentials refused, from IDEMPOTENCY_VALKEY_URL never say to
   check IDEMPOTENCY_VALKEY_URL (every command); doctor's "cannot ask Valkey" for an
   unreachable variable does not either; `--table ''` sends `release --yes` to the variable's

@@ -80,9 +80,20 @@ def export_lines(endpoint: str, table: str | None) -> str:
 
 
 def _port_in_use(port: int) -> bool:
+    """Something answers on the port, or holds it bound without listening (a server that is
+    starting, a client's socket): either way a server started there fails to bind. A port
+    left in TIME_WAIT by one just stopped is free (servers bind with SO_REUSEADDR too)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.settimeout(0.5)
-        return probe.connect_ex(("127.0.0.1", port)) == 0
+        if probe.connect_ex(("127.0.0.1", port)) == 0:
+            return True
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
 
 
 def start(

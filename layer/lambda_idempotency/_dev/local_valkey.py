@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -53,7 +54,14 @@ def start(port: int, *, cluster: bool, background: bool, print_env: bool) -> int
     what = f"a Valkey cluster of {CLUSTER_SIZE} primaries" if cluster else "Valkey"
     print(f"starting {what} on port {_ports_shown(ports)} ...", file=say, flush=True)
     servers = _servers(port, cluster, detached=background)
-    servers.start()
+    try:
+        servers.start()
+    except ValkeyLocalError as exc:
+        # a port taken between the check and the bind: one line, as the check says it
+        lost = re.search(r"Failed listening on port (\d+) \((?:tcp|tls)\)", str(exc))
+        if lost is None:
+            raise
+        raise ValkeyLocalError(_taken_message(port, [int(lost.group(1))], False)) from None
     nodes = servers.nodes if isinstance(servers, ValkeyCluster) else [servers]
     if not background:
         _said(port, cluster, print_env=False, pids=None)

@@ -88,6 +88,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     valkey_stores.from_environment(args)
     if args.valkey_url is not None:
         return _cmd_doctor_valkey(args)
+    valkey_stores.refuse_valkey_options(args)
     # an operator waits for an answer: no minute of botocore's connection retries
     config = Config(connect_timeout=3, read_timeout=10, retries={"total_max_attempts": 2})
     store = tables.store_for(args, config)
@@ -146,13 +147,13 @@ def _cmd_doctor_valkey(args: argparse.Namespace) -> int:
     from ..._stores.valkey.urls import SCHEMES, checked_url, masked, redis_url
     from .. import doctor, doctor_valkey
 
-    url = args.valkey_url
+    url, named = args.valkey_url, valkey_stores.named_by(args)
     if not url.startswith(SCHEMES):
-        raise CommandError(f"--valkey-url starts with one of {', '.join(SCHEMES)}")
+        raise CommandError(f"{named} starts with one of {', '.join(SCHEMES)}")
     try:
         checked_url(url, cluster=args.cluster)  # the store would refuse it: say why first
     except ConfigurationError as exc:
-        raise CommandError(str(exc)) from None
+        raise CommandError(f"{exc}: check {named}") from None
     if args.replicas < 0:
         raise CommandError("--replicas is 0 or more")
     prefix = DEFAULT_PREFIX if args.prefix is None else args.prefix
@@ -182,14 +183,18 @@ def _cmd_doctor_valkey(args: argparse.Namespace) -> int:
             user=urlsplit(url).username or "default",
         )
     except redis.exceptions.AuthenticationError as exc:
-        raise CommandError(f"Valkey at {where} refused the credentials in the URL") from exc
+        raise CommandError(
+            f"Valkey at {where} refused the credentials in the URL: check {named}"
+        ) from exc
     except redis.exceptions.NoPermissionError as exc:
         raise CommandError(
             f"Valkey at {where} refused what doctor asks ({exc}): doctor needs INFO (and "
             "CLUSTER INFO, CLUSTER NODES on a cluster)"
         ) from exc
     except redis.exceptions.RedisError as exc:
-        raise CommandError(f"cannot ask Valkey at {where} ({type(exc).__name__})") from exc
+        raise CommandError(
+            f"cannot ask Valkey at {where} ({type(exc).__name__}): check {named} and the network"
+        ) from exc
     finally:
         for each in (client, *built):
             each.close()

@@ -86,6 +86,19 @@ def add_commands(add: Any) -> None:
     create.set_defaults(run=_cmd_create_table)
 
 
+HIGHEST_PORT = 65535
+
+
+def _checked_port(args: argparse.Namespace, ports: int = 1) -> None:
+    """--port names ports that exist (a cluster's three in a row): 0 or 70000 is a line, never
+    a traceback or a silent default."""
+    if args.port is not None and not 1 <= args.port <= HIGHEST_PORT - (ports - 1):
+        needs = f" (a cluster takes it and the next {ports - 1})" if ports > 1 else ""
+        raise CommandError(
+            f"--port {args.port} is no port{needs}: 1 to {HIGHEST_PORT - (ports - 1)}"
+        )
+
+
 def _cmd_local(args: argparse.Namespace) -> int:
     if args.valkey:
         return _local_valkey(args)
@@ -93,6 +106,7 @@ def _cmd_local(args: argparse.Namespace) -> int:
         raise CommandError("--cluster goes with --valkey (DynamoDB Local has no cluster)")
     from .. import local
 
+    _checked_port(args)
     args.port = args.port or local.DEFAULT_PORT
     path = template_path(args)
     if args.action == "stop":
@@ -114,6 +128,7 @@ def _local_valkey(args: argparse.Namespace) -> int:
 
     if args.table is not None:
         raise CommandError("--table is DynamoDB Local's: a Valkey store needs no table")
+    _checked_port(args, local_valkey.CLUSTER_SIZE if args.cluster else 1)
     port = args.port or local_valkey.DEFAULT_PORT
     try:
         if args.action == "stop":

@@ -67,7 +67,10 @@ def store_for(args: argparse.Namespace, config: Any = None) -> DynamoDBStore:
         try:
             table = load_template(args).idempotency_table().name
         except IdempotencyError as exc:
-            raise CommandError(f"no table: pass --table or set IDEMPOTENCY_TABLE ({exc})") from exc
+            raise CommandError(
+                f"no table: pass --table or set IDEMPOTENCY_TABLE ({exc}); for a ValkeyStore's "
+                "records, --valkey-url URL or IDEMPOTENCY_VALKEY_URL"
+            ) from exc
     client = session_for(args).client("dynamodb", endpoint_url=args.endpoint, config=config)
     layout = getattr(args, "layout", "native")
     key_attr, expiry_attr = getattr(args, "key_attr", None), getattr(args, "expiry_attr", None)

@@ -10,10 +10,10 @@ import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ..._base.errors import StoreError
+from ..._base.errors import ConfigurationError, StoreError
 from ..._stores.valkey.connection import URL_VARIABLE
 from .exits import CommandError
-from .project import template_path
+from .project import load_template, template_path
 
 if TYPE_CHECKING:
     from ..._stores.valkey.store import ValkeyStore
@@ -47,19 +47,37 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 
 def from_environment(args: argparse.Namespace) -> None:
-    """A command that finds no table (no --valkey-url, no table or other DynamoDB option, no
-    IDEMPOTENCY_TABLE, no template to read one from) reads the store IDEMPOTENCY_VALKEY_URL
-    names, as `ValkeyStore()` does: what `local --valkey --print-env` exports is enough. Only
-    where the command would otherwise ask "which table?": a table found any way is read."""
+    """A command that finds no table (no --valkey-url, no table or other DynamoDB option, even
+    an empty one, no IDEMPOTENCY_TABLE, no template that names one) reads the store
+    IDEMPOTENCY_VALKEY_URL names, as `ValkeyStore()` does: what `local --valkey --print-env`
+    exports is enough. Only where the command would otherwise find no table: a table found
+    any way is read."""
     if getattr(args, "valkey_url", None) is not None or os.environ.get("IDEMPOTENCY_TABLE"):
         return
-    if any(getattr(args, name, None) for name in _DYNAMODB_ONLY):
+    if any(getattr(args, name, None) is not None for name in _DYNAMODB_ONLY):
         return
     if getattr(args, "layout", "native") != "native":
         return
-    if getattr(args, "template", None) is not None and template_path(args) is not None:
+    if _template_names_a_table(args):
         return
-    args.valkey_url = os.environ.get(URL_VARIABLE) or None
+    url = os.environ.get(URL_VARIABLE) or None
+    if url is not None:
+        args.valkey_url = url
+        args.valkey_url_named_by = URL_VARIABLE  # what a line about the server says to check
+
+
+def _template_names_a_table(args: argparse.Namespace) -> bool:
+    """Whether the command's template (a SAM project's) names the idempotency table; one
+    that cannot be read says so on the table's path, as before."""
+    if getattr(args, "template", None) is None or template_path(args) is None:
+        return False
+    try:
+        load_template(args).idempotency_table()
+    except ConfigurationError:
+        return False  # its functions keep no records in a table: a Valkey project's
+    except CommandError:
+        return True
+    return True
     args.valkey_url_named_by = URL_VARIABLE  # what a line about the server says to check
 
 
@@ -69,11 +87,9 @@ def wanted(args: argparse.Namespace) -> bool:
     from_environment(args)
     url = getattr(args, "valkey_url", None)
     if url is None:
-        for flag in ("cluster", "prefix"):
-            if getattr(args, flag, None):
-                raise CommandError(f"--{flag} is for a Valkey store: add --valkey-url URL")
+        refuse_valkey_options(args)
         return False
-    given = [flag for name, flag in _DYNAMODB_ONLY.items() if getattr(args, name, None)]
+    given = [flag for name, flag in _DYNAMODB_ONLY.items() if getattr(args, name, None) is not None]
     if getattr(args, "layout", "native") != "native":
         given.append("--layout")
     if given:
@@ -81,12 +97,30 @@ def wanted(args: argparse.Namespace) -> bool:
     return True
 
 
+def refuse_valkey_options(args: argparse.Namespace) -> None:
+    """A Valkey store's options where a table is read: one line, never silently ignored."""
+    for flag in ("cluster", "prefix", "aof"):
+        if getattr(args, flag, None):
+            raise CommandError(f"--{flag} is for a Valkey store: add --valkey-url URL")
+    if getattr(args, "replicas", 0):
+        raise CommandError("--replicas is for a Valkey store: add --valkey-url URL")
+
+
 def store_for(args: argparse.Namespace) -> ValkeyStore:
     """The store as the functions build it: URL, cluster=, prefix= (its timeouts: 5 s)."""
     from ..._stores.valkey.store import DEFAULT_PREFIX, ValkeyStore
 
     prefix = DEFAULT_PREFIX if args.prefix is None else args.prefix
-    return ValkeyStore(args.valkey_url, cluster=args.cluster, prefix=prefix)
+    try:
+        return ValkeyStore(args.valkey_url, cluster=args.cluster, prefix=prefix)
+    except ConfigurationError as exc:  # its message never holds the URL
+        raise CommandError(f"{exc}: check {named_by(args)}") from None
+
+
+def named_by(args: argparse.Namespace) -> str:
+    """What named the URL, for a line that says what to check: --valkey-url, or the variable
+    (`from_environment`)."""
+    return str(getattr(args, "valkey_url_named_by", "--valkey-url"))
 
 
 def where(args: argparse.Namespace) -> str:
@@ -124,13 +158,15 @@ def on_server(args: argparse.Namespace) -> Iterator[None]:
     from redis.exceptions import RedisClusterException
 
     server = where(args)
-    named = getattr(args, "valkey_url_named_by", "--valkey-url")
+    named = named_by(args)
     try:
         yield
     except StoreError as exc:
         code = exc.code or ""
         if code == "AuthenticationError":
-            raise CommandError(f"{server} refused the credentials in the URL") from exc
+            raise CommandError(
+                f"{server} refused the credentials in the URL: check {named}"
+            ) from exc
         if code in {"ConnectionError", "TimeoutError"}:
             raise CommandError(
                 f"cannot reach {server} ({code}): check {named} and the network"

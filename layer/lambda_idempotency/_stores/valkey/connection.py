@@ -164,9 +164,13 @@ def not_built(exc: Exception, step: str | None, pk: str | None) -> StoreError | 
         message = f"the Valkey client cannot be built ({type(exc).__name__}): check the URL"
         return StoreError(message, key_hash=pk, code="ClientNotBuilt", step=step)
     if isinstance(exc, errors.RedisClusterException | errors.RedisError):
+        said = str(exc)
+        # redis-py names the node it tried (host and port, never the credentials)
+        tried = said.partition(": ")[2] if "connecting to" in said else ""
+        detail = f": {_connect_failure(tried)}" if tried else ""
         return StoreError(
             f"the Valkey client cannot start ({type(exc).__name__}): no node answered (as a "
-            "cluster's, for cluster=True)",
+            f"cluster's, for cluster=True){detail}",
             key_hash=pk,
             code=type(exc).__name__,
             retryable=True,
@@ -285,11 +289,18 @@ NOTHING_ANSWERS = (
 )
 
 
-def _connect_failure(exc: Exception) -> str:
+NO_ANSWER_IN_TIME = (
+    "no answer in time: check the store's URL (IDEMPOTENCY_VALKEY_URL; rediss:// and valkeys:// "
+    "need a server that speaks TLS), the network, and timeout="
+)
+
+
+def _connect_failure(exc: Exception | str) -> str:
     """redis-py's line for a failed connect (the address and the system's reason, never the
     URL's credentials: it names host and port, or the socket's path) and the fix."""
     said = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-    return f"{said.rstrip('.')}; {NOTHING_ANSWERS}"
+    fix = NO_ANSWER_IN_TIME if said.startswith("Timeout") else NOTHING_ANSWERS
+    return f"{said.rstrip('.')}; {fix}"
 
 
 def error(

@@ -13,7 +13,7 @@ option: give it as `client=`. No message here carries the URL or its password.
 from __future__ import annotations
 
 import codecs
-from urllib.parse import parse_qs, unquote, unquote_plus, urlsplit
+from urllib.parse import parse_qs, parse_qsl, unquote, unquote_plus, urlsplit
 
 from ..._base.errors import ConfigurationError
 
@@ -89,14 +89,16 @@ def checked_url(url: str, *, cluster: bool) -> None:
             "what redis-py would read as 0 or as digits run together"
         )
     options = parse_qs(parts.query)
-    for name, values in options.items():
-        _check_option(name, values[0], tls=url.startswith(TLS_SCHEMES))
+    secret_seen = False
+    for name, value in parse_qsl(parts.query):
+        _check_option(name, value, tls=url.startswith(TLS_SCHEMES), after_secret=secret_seen)
+        secret_seen = secret_seen or name in SECRETS
     db = options["db"][0] if "db" in options else path
     if cluster and db and int(db) != 0:
         raise ConfigurationError("a cluster (cluster=True) has one database, 0")
 
 
-def _check_option(name: str, value: str, *, tls: bool) -> None:
+def _check_option(name: str, value: str, *, tls: bool, after_secret: bool) -> None:
     if name in SET_BY_THE_STORE:
         raise ConfigurationError(
             f"ValkeyStore's url must not set {name}: {SET_BY_THE_STORE[name]} "
@@ -106,6 +108,11 @@ def _check_option(name: str, value: str, *, tls: bool) -> None:
         raise ConfigurationError(
             f"ValkeyStore's url sets {name}, a TLS option, on a plain connection: "
             "TLS is valkeys:// or rediss://"
+        )
+    if name not in TAKEN and name not in TAKEN_WITH_TLS and after_secret:
+        raise ConfigurationError(  # the "option" may be a password's tail: never shown
+            "ValkeyStore's url sets an option after its password that the store does not "
+            "take: a password with '&' (or '#', '/', '?', '@') in it must be percent-encoded"
         )
     if name not in TAKEN and name not in TAKEN_WITH_TLS:
         raise ConfigurationError(
@@ -144,10 +151,14 @@ def masked(url: str) -> str:
         rest = f"{credentials.partition(':')[0]}:***@{after}"
     head, mark, query = rest.partition("?")
     if mark:
-        query = "&".join(_masked_option(piece) for piece in query.split("&"))
+        shown = []
+        for piece in query.split("&"):
+            name, equals, _ = piece.partition("=")
+            if equals and unquote_plus(name) in SECRETS:
+                # all that follows too: a password with an '&' left unencoded goes on
+                # into what reads as further options
+                shown.append(f"{name}=***")
+                break
+            shown.append(piece)
+        query = "&".join(shown)
     return f"{scheme}{sep}{head}{mark}{query}"
-
-
-def _masked_option(piece: str) -> str:
-    name, equals, _ = piece.partition("=")
-    return f"{name}=***" if equals and unquote_plus(name) in SECRETS else piece
