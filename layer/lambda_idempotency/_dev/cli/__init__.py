@@ -32,7 +32,7 @@ Operators, on any table (AWS or local):
 Each reads the table as the functions' store does: --layout powertools, --sort-key-attr A,
 --key-attr A, --expiry-attr A, --hash-function F (Powertools' hash_function), as configured;
 or, with --valkey-url URL [--cluster] [--prefix P], a ValkeyStore's records (where no table
-is found: none named, no IDEMPOTENCY_TABLE, no template; the URL defaults to
+is found: none named, no IDEMPOTENCY_TABLE, no template naming one; the URL defaults to
 IDEMPOTENCY_VALKEY_URL).
 
 One module per command group: `local_stack` (local, local stop, create-table), `run_functions`

@@ -36,7 +36,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         "--valkey-url",
         help="the records of a ValkeyStore at this URL instead of a table's "
         "(valkey://, valkeys://, redis://, rediss://, unix://; default: IDEMPOTENCY_VALKEY_URL "
-        "where no table is found: none named, no IDEMPOTENCY_TABLE, no template)",
+        "where no table is found: none named, no IDEMPOTENCY_TABLE, no template naming one)",
     )
     parser.add_argument(
         "--cluster", action="store_true", help="with --valkey-url: the store uses cluster=True"
