@@ -57,3 +57,43 @@ def test_valkeys_schemes_are_redis_pys_with_tls_kept(url: str, meant: str) -> No
     if meant.startswith("rediss"):
         pool = redis.ConnectionPool.from_url(urls.redis_url(url))
         assert pool.connection_class is redis.SSLConnection
+
+
+TOKENS = st.text(alphabet="QXZJ0123456789", min_size=4, max_size=8).map(lambda t: "Q" + t)
+"""Pieces of a password: letters no other part of the URLs below holds, so any piece seen in
+a line is the password's."""
+SEPARATORS = st.sampled_from(["&", "=", "&x=", ";", "+", " ", "%26", ",", ":"])
+
+
+@st.composite
+def passwords(draw: st.DrawFn) -> tuple[str, list[str]]:
+    """A password of tokens joined by what a URL reads as a separator (an unencoded '&' or
+    '=' included), and its tokens."""
+    tokens = draw(st.lists(TOKENS, min_size=1, max_size=4))
+    joins = [draw(SEPARATORS) for _ in tokens[1:]]
+    password = tokens[0] + "".join(join + token for join, token in zip(joins, tokens[1:]))
+    return password, tokens
+
+
+@given(passwords(), st.sampled_from(["query", "ssl_query", "userinfo"]), st.booleans())
+def test_no_piece_of_a_password_is_shown_however_the_url_gives_it(
+    secret: tuple[str, list[str]], where: str, more_options: bool
+) -> None:
+    """`masked` (every line that names a server) and the store's refusals never show a piece
+    of the password: an unencoded '&' once let `?password=a&b` show `b`, masked and as an
+    option's name."""
+    password, tokens = secret
+    after = "&protocol=3" if more_options else ""
+    if where == "userinfo":
+        url = f"redis://user:{password.replace('/', '%2F')}@h:6379/0?db=0{after}"
+    elif where == "query":
+        url = f"redis://h:6379?db=0&password={password}{after}"
+    else:
+        url = f"rediss://h:6379?ssl_password={password}{after}"
+    shown = [urls.masked(url)]
+    try:
+        urls.checked_url(url, cluster=False)
+    except ConfigurationError as exc:
+        shown.append(str(exc))
+    for line in shown:
+        assert not [token for token in tokens if token in line], (url, line)
