@@ -71,7 +71,9 @@ def passwords(draw: st.DrawFn) -> tuple[str, list[str]]:
     '=' included), and its tokens."""
     tokens = draw(st.lists(TOKENS, min_size=1, max_size=4))
     joins = [draw(SEPARATORS) for _ in tokens[1:]]
-    password = tokens[0] + "".join(join + token for join, token in zip(joins, tokens[1:]))
+    password = tokens[0] + "".join(
+        join + token for join, token in zip(joins, tokens[1:], strict=True)
+    )
     return password, tokens
 
 
