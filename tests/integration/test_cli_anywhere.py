@@ -427,3 +427,32 @@ def test_create_table_finds_a_table_past_the_first_page_of_names(
             capsys, "create-table", "--endpoint", dynamodb_local_endpoint, "--table", name
         )
         assert (status, out) == (0, f"table {name} {expected}, TTL on expiration\n"), err
+
+
+def test_the_operators_take_aws_region_as_the_functions_store_does(
+    dynamodb_local_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """boto3 reads AWS_DEFAULT_REGION only; the store falls back to AWS_REGION (Lambda sets
+    both), and the commands' "no AWS region" line says to set AWS_REGION: with only that set
+    they found no region (a newcomer's attack)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", dynamodb_local_endpoint)
+    monkeypatch.delenv("IDEMPOTENCY_VALKEY_URL", raising=False)
+    name = f"region-{uuid.uuid4().hex[:8]}"
+    store = DynamoDBStore(name, client=local_client(dynamodb_local_endpoint))
+    assert (
+        run(capsys, "create-table", "--endpoint", dynamodb_local_endpoint, "--table", name)[0] == 0
+    )
+
+    @idempotent(store=store, key="id", namespace="region.app.handler")
+    def handler(event: dict[str, Any], context: Any) -> int:
+        return 7
+
+    handler({"id": "a"}, None)
+
+    status, out, err = run(
+        capsys, "inspect", "--table", name, "--key", "a", "--namespace", "region.app.handler"
+    )
+    assert status == 0 and "COMPLETED" in out, err

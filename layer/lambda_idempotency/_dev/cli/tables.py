@@ -107,6 +107,10 @@ def session_for(args: argparse.Namespace) -> Any:
     import boto3
 
     session = boto3.Session(profile_name=args.profile, region_name=args.region)
+    if session.region_name is None and os.environ.get("AWS_REGION"):
+        # boto3 reads AWS_DEFAULT_REGION only; the functions' store (and the error that asks
+        # for a region) take AWS_REGION too
+        session = boto3.Session(profile_name=args.profile, region_name=os.environ["AWS_REGION"])
     if args.endpoint is not None and session.get_credentials() is None:
         session = boto3.Session(
             region_name=args.region or "us-east-1",
