@@ -266,3 +266,26 @@ def test_a_fixed_port_node_retries_a_taken_cluster_bus_port(
             assert client.ping()
             client.close()
     assert _ports_free(port)
+
+
+def test_stop_never_ends_another_valkey_that_took_a_recorded_pid(
+    user: tuple[Path, dict[str, str]], port: int
+) -> None:
+    """What `--background` recorded outlives a reboot; a pid it names may by then be another
+    valkey-server's (another port, another project): `local stop` leaves that one running."""
+    import json
+
+    folder, environment = user
+    with valkey_local.ValkeyServer() as other:
+        cache = Path(environment["XDG_CACHE_HOME"]) / "lambda-idempotency"
+        cache.mkdir(parents=True, exist_ok=True)
+        state = {"cluster": False, "pids": [other.pid], "dirs": []}
+        (cache / f"valkey-local-{port}.json").write_text(json.dumps(state))
+
+        stopped = command(user, "local", "stop", "--valkey", "--port", str(port))
+
+        assert stopped.returncode == 0, stopped.stderr
+        assert other.running
+        client = redis.Redis(port=other.port)
+        assert client.ping()
+        client.close()

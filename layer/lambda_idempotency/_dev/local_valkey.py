@@ -90,14 +90,15 @@ def stop(port: int) -> int:
             f"{port}"
         ) from None
     pids = _pid_list(state)
+    ports = _ports_of(port, state)
     for pid in pids:
-        if _is_valkey(pid):
+        if _is_valkey(pid, ports):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 10
-    while any(_is_valkey(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(_is_valkey(pid, ports) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     for pid in pids:
-        if _is_valkey(pid):
+        if _is_valkey(pid, ports):
             os.kill(pid, signal.SIGKILL)
     for folder in state.get("dirs", []):
         if isinstance(folder, str) and folder:
@@ -167,13 +168,21 @@ def _running(port: int) -> dict[str, object] | None:
         state = json.loads(state_file(port).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(state, dict) or not all(_is_valkey(pid) for pid in state.get("pids", [])):
+    if not isinstance(state, dict):
+        return None
+    ports = _ports_of(port, state)
+    if not all(_is_valkey(pid, ports) for pid in state.get("pids", [])):
         return None
     return state
 
 
-def _is_valkey(pid: object) -> bool:
-    """The pid is alive and is a valkey-server (a pid can be reused after a reboot)."""
+def _ports_of(port: int, state: dict[str, object]) -> range:
+    return range(port, port + (CLUSTER_SIZE if state.get("cluster") else 1))
+
+
+def _is_valkey(pid: object, ports: range) -> bool:
+    """The pid is alive and is a valkey-server on one of `ports` (a pid can be reused after a
+    reboot, by another valkey-server too: one of another port is never ours to end)."""
     if not isinstance(pid, int):
         return False
     try:
@@ -184,9 +193,13 @@ def _is_valkey(pid: object) -> bool:
     if not cmdline.exists():
         return True  # not Linux: trust the state file
     try:
-        return b"valkey-server" in cmdline.read_bytes()
+        named = cmdline.read_bytes()
     except OSError:
         return False
+    # its title ("valkey-server 127.0.0.1:6379") or its arguments ("--port 6379") name it
+    return b"valkey-server" in named and any(
+        re.search(rb"(?<![0-9])%d(?![0-9])" % each, named) for each in ports
+    )
 
 
 def _taken_message(port: int, taken: list[int], ours: bool) -> str:
