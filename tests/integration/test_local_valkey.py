@@ -275,7 +275,7 @@ def test_stop_never_ends_another_valkey_that_took_a_recorded_pid(
     valkey-server's (another port, another project): `local stop` leaves that one running."""
     import json
 
-    folder, environment = user
+    environment = user[1]
     with valkey_local.ValkeyServer() as other:
         cache = Path(environment["XDG_CACHE_HOME"]) / "lambda-idempotency"
         cache.mkdir(parents=True, exist_ok=True)
