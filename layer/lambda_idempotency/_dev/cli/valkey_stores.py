@@ -78,7 +78,6 @@ def _template_names_a_table(args: argparse.Namespace) -> bool:
     except CommandError:
         return True
     return True
-    args.valkey_url_named_by = URL_VARIABLE  # what a line about the server says to check
 
 
 def wanted(args: argparse.Namespace) -> bool:
