@@ -7,12 +7,10 @@ left, and Ctrl-C what runs in the foreground. Nothing is left in the user's fold
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ import lambda_idempotency
 from lambda_idempotency import ValkeyStore, idempotent
 from lambda_idempotency._dev import valkey_local
 from lambda_idempotency._dev.valkey_local import ValkeyCluster, ValkeyLocalError
+from tests.local_ports import three_free_ports
 
 pytestmark = [pytest.mark.valkey, pytest.mark.timeout_scale(3)]
 
@@ -68,33 +67,9 @@ def _ports_free(*ports: int) -> bool:
 
 
 @pytest.fixture
-def port() -> Iterator[int]:
-    """A port with the next two free too (a cluster takes three in a row), below the range
-    the kernel hands out (ip_local_port_range): a free port there stays free, where one in
-    that range (free_port()'s) can go to any other server's free_port() or any outgoing
-    connection before `local` binds it (as a loaded run once saw)."""
-    lowest_ephemeral = int(EPHEMERAL.read_text().split()[0]) if EPHEMERAL.exists() else 32768
-    for _ in range(50):
-        first = random.randrange(20000, lowest_ephemeral - 3)
-        if _ports_bindable(first, first + 1, first + 2):
-            yield first
-            return
-    raise AssertionError("no three free ports in a row")
-
-
-EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
-
-
-def _ports_bindable(*ports: int) -> bool:
-    import socket
-
-    for port in ports:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-    return True
+def port() -> int:
+    """A port with the next two free too (a cluster takes three in a row): `local_ports`."""
+    return three_free_ports()
 
 
 def test_the_printed_url_reaches_a_server_a_store_runs_once_and_replays_on(

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import re
 import socket
 import subprocess
@@ -60,6 +59,7 @@ from lambda_idempotency._dev import cli, valkey_local
 from lambda_idempotency._dev.valkey_local import ValkeyCluster, ValkeyServer
 from lambda_idempotency._stores.record import Status
 from tests.conftest import call_until_the_key_frees
+from tests.local_ports import bindable, three_free_ports
 
 pytestmark = [pytest.mark.valkey, pytest.mark.timeout_scale(2)]
 
@@ -623,20 +623,8 @@ def test_b_a_cluster_store_on_nothing_names_it_with_the_fix(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     store = ValkeyStore(url, cluster=True, prefix="atk:", timeout=0.5)
-    runs: list[str] = []
-
-    @idempotent(store=store, key="k", namespace="Atk.bc", cache_size=0)
-    def handler(event: dict[str, Any], context: Any) -> str:
-        runs.append(event["k"])
-        return "ran"
-
-    try:
-        with pytest.raises(StoreError) as caught:
-            handler({"k": "a"}, None)
-    finally:
-        store.close()
+    failure, runs = _first_call_fails(store, "Atk.bc")
     assert runs == []
-    failure = caught.value
     _no_secret(messages_of(failure))
     _no_secret("\n".join(r.getMessage() for r in caplog.records))
     assert failure.retryable is True and failure.maybe_applied is False
@@ -843,20 +831,9 @@ def test_b_a_wrong_password_claims_nothing_and_shows_nothing(
     caplog.set_level(logging.DEBUG)
     wrong = "wr0ngPw"
     store = ValkeyStore(f"redis://:{wrong}@127.0.0.1:{secured_node.port}", prefix="atkw:")
-    runs: list[str] = []
-
-    @idempotent(store=store, key="k", namespace="Atk.wp", cache_size=0)
-    def handler(event: dict[str, Any], context: Any) -> str:
-        runs.append(event["k"])
-        return "ran"
-
-    try:
-        with pytest.raises(StoreError) as caught:
-            handler({"k": "a"}, None)
-    finally:
-        store.close()
-    assert runs == [] and caught.value.maybe_applied is False
-    assert wrong not in messages_of(caught.value)
+    failure, runs = _first_call_fails(store, "Atk.wp")
+    assert runs == [] and failure.maybe_applied is False
+    assert wrong not in messages_of(failure)
     assert wrong not in "\n".join(r.getMessage() for r in caplog.records)
     admin = admin_of(secured_node)
     assert admin.keys("atkw:*") == []
@@ -885,30 +862,30 @@ def test_b_operator_commands_on_a_killed_server_one_masked_line(
     one_line(err)
 
 
+def _first_call_fails(store: ValkeyStore, namespace: str) -> tuple[StoreError, list[str]]:
+    """A decorated call's StoreError on `store` (closed after), and the bodies that ran."""
+    runs: list[str] = []
+
+    @idempotent(store=store, key="k", namespace=namespace, cache_size=0)
+    def handler(event: dict[str, Any], context: Any) -> str:
+        runs.append(event["k"])
+        return "ran"
+
+    try:
+        with pytest.raises(StoreError) as caught:
+            handler({"k": "a"}, None)
+    finally:
+        store.close()
+    return caught.value, runs
+
+
 # == C. local --valkey =========================================================================
-
-EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
-
-
-def _bindable(*ports: int) -> bool:
-    for port in ports:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-    return True
 
 
 @pytest.fixture
 def port() -> int:
     """Three free ports in a row below the ephemeral range."""
-    low = int(EPHEMERAL.read_text().split()[0]) if EPHEMERAL.exists() else 32768
-    for _ in range(50):
-        first = random.randrange(20000, min(30000, low - 3))
-        if _bindable(first, first + 1, first + 2):
-            return first
-    raise AssertionError("no three free ports in a row")
+    return three_free_ports()
 
 
 @pytest.fixture
@@ -948,7 +925,7 @@ def valkey_pids_on(*ports: int) -> list[int]:
 
 def _nothing_left(user: tuple[Path, dict[str, str]], *ports: int) -> None:
     assert valkey_pids_on(*ports) == [], "a node was left running"
-    assert _bindable(*ports), "a port was left taken"
+    assert bindable(*ports), "a port was left taken"
     assert list(user[0].iterdir()) == [], "something was written into the user's folder"
 
 
@@ -1116,7 +1093,7 @@ def test_c_taken_bus_ports_do_not_stop_fixed_port_nodes(
         for squatter in squatters:
             squatter.close()
     assert valkey_pids_on(port, port + 1, port + 2) == []
-    assert _bindable(port, port + 1, port + 2)
+    assert bindable(port, port + 1, port + 2)
 
 
 def test_c_print_env_output_is_only_the_export_line(
