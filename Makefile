@@ -229,9 +229,10 @@ bench: setup $(BIN)/.bench-installed
 	$(BIN)/python -m benchmarks --out docs
 
 ## Mutation testing (mutmut) of the modules the failure promises live in, on the fast tests;
-## MODULE=_protocol.engine for one module; JOBS=1 for one mutant at a time on a shared machine;
-## SAMPLE=150 for a random sample of a module's mutants (an estimate, with its interval). Long:
-## see docs/contributing/testing.md, "Mutation testing". Results stay in mutants/.
+## MODULE=_protocol.engine for one module, MODULE=a,b for several (one first pass for all);
+## JOBS=1 for one mutant at a time on a shared machine; SAMPLE=150 for a random sample of each
+## module's mutants (an estimate, with its interval). Long: see docs/contributing/testing.md,
+## "Mutation testing". Results stay in mutants/.
 MODULE ?=
 JOBS ?=
 SAMPLE ?=

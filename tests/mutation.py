@@ -142,9 +142,9 @@ def mutant_patterns(module: str | None) -> list[str]:
     `store-policy` names the functions of `_http` and `_batch` in STORE_POLICY."""
     if module == "store-policy":
         return [f"lambda_idempotency.{name}*" for name in STORE_POLICY]
-    if module:
-        dotted = module.removesuffix(".py").replace("/", ".")  # `_protocol/engine.py` too
-        return [f"lambda_idempotency.{dotted}.*"]
+    if module:  # several at once, comma-separated: one first pass (coverage) for all
+        dotted = (name.removesuffix(".py").replace("/", ".") for name in module.split(","))
+        return [f"lambda_idempotency.{name}.*" for name in dotted]  # `_protocol/engine.py` too
     return [f"lambda_idempotency.{name}.*" for name in PROMISE_MODULES] + [
         f"lambda_idempotency.{name}*" for name in STORE_POLICY
     ]
@@ -163,10 +163,14 @@ def sample_of(module: str | None, size: int, env: dict[str, str]) -> list[str]:
     if not results(patterns):
         making = [_mutmut(), "run", "lambda_idempotency.__none__"]
         subprocess.run(making, check=False, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
-    every = sorted(results(patterns))
-    if not every:
-        raise SystemExit(f"mutmut made no mutants of {module or 'the promise modules'}")
-    return sorted(random.Random(SAMPLE_SEED).sample(every, min(size, len(every))))
+    groups = [[pattern] for pattern in patterns] if module else [patterns]
+    drawn = []
+    for group in groups:  # `size` of each named module's mutants, or of all of them
+        every = sorted(results(group))
+        if not every:
+            raise SystemExit(f"mutmut made no mutants of {module or 'the promise modules'}")
+        drawn += random.Random(SAMPLE_SEED).sample(every, min(size, len(every)))
+    return sorted(drawn)
 
 
 def wilson_interval(caught: int, tested: int, z: float = 1.96) -> tuple[float, float]:

@@ -233,3 +233,76 @@ def test_a_call_interrupted_between_send_and_read_leaves_no_answer_for_the_next(
         assert won and held is None, (i, won, held)
     won, held = claim(store, "k-1", "b")
     assert not won and held is not None and held.owner == "a"
+
+
+class FailingSends:
+    """A kept connection's socket whose sends fail with `fault`; all else the real socket's."""
+
+    def __init__(self, real: Any, fault: BaseException) -> None:
+        self._real, self._fault, self.sends = real, fault, 0
+
+    def sendall(self, data: bytes) -> None:
+        self.sends += 1
+        raise self._fault
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+@pytest.mark.parametrize(
+    ("fault", "code"),
+    [
+        (TimeoutError("timed out"), "TimeoutError"),
+        (BrokenPipeError(32, "Broken pipe"), "ConnectionError"),
+        (ConnectionResetError("reset"), "ConnectionError"),
+        (OSError(), "ConnectionError"),  # no errno, no text: redis-py's own send fails on it
+    ],
+)
+def test_a_send_the_socket_refuses_is_a_store_error_and_the_next_call_reconnects(
+    store: ValkeyStore, fault: BaseException, code: str
+) -> None:
+    """The lean path sends on the kept socket itself (redis-py's send written out): a send
+    that fails is redis-py's error for it, a StoreError that may have applied (a send can
+    fail half done), and the connection is dropped, so nothing half sent is followed."""
+    assert claim(store, "warm", "a")[0]
+    assert store._lean is not None
+    connection = store._lean._free[-1]
+    failing = FailingSends(connection._sock, fault)
+    connection._sock = failing
+    with pytest.raises(StoreError) as caught:
+        claim(store, "k-1", "a")
+    assert failing.sends == 1
+    assert (caught.value.code, caught.value.retryable, caught.value.maybe_applied) == (
+        code,
+        True,
+        True,
+    )
+    assert connection._sock is None  # dropped with the failed send
+    won, held = claim(store, "k-1", "b")  # nothing left: the claim is b's, on a fresh socket
+    assert won and held is None
+    assert store._lean._taken == 1
+
+
+def test_a_wrapper_of_redis_pys_send_sees_every_lean_call(
+    store: ValkeyStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another library's wrapper of `send_packed_command` (a counter, a tracer of sends) is
+    called for each script the lean path sends: it writes the send out only where redis-py's
+    own would run."""
+    assert claim(store, "warm", "a")[0]
+    assert store._lean is not None
+    kept = set(store._lean._kept)
+    real = redis.connection.AbstractConnection.send_packed_command
+    seen: list[Any] = []
+
+    def counting(connection: Any, command: Any, check_health: bool = True) -> None:
+        seen.append(connection)
+        real(connection, command, check_health)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting)
+    for i in range(3):
+        assert claim(store, f"k-{i}", "a")[0]
+    assert len(seen) == 3 and set(seen) <= kept  # each on a kept connection: the lean path
+    monkeypatch.undo()
+    assert claim(store, "k-9", "a")[0]
+    assert len(seen) == 3

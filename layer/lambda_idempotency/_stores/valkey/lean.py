@@ -57,8 +57,12 @@ class LeanSender:
         self._pid = os.getpid()
         self._kept: dict[Any, _Kept] = {}
         """What is known of each kept connection's socket, made once per socket."""
-        self._heads: dict[tuple[str, int], bytes] = {}
-        """EVALSHA's packed head (count, name, sha, one key) by sha and value count."""
+        self._templates: dict[tuple[str, int], bytes] = {}
+        """EVALSHA packed, by sha and value count: its head (count, name, sha, one key) in
+        full, then a `%d`/`%b` slot for each argument's length and bytes."""
+        self._send_packed = redis.connection.AbstractConnection.send_packed_command
+        """redis-py's own, which `_sendall` writes out: a connection class that has another
+        (a subclass's, or a wrapper another library installed) is sent through it."""
 
     def serves(self) -> bool:
         """Whether the lean path may send now: nothing of the client's would be skipped."""
@@ -74,46 +78,83 @@ class LeanSender:
     def evalsha(self, script: Any, key: str, values: list[Any]) -> Any:
         """EVALSHA of `script` (a redis-py Script: `.sha`, `.script`) on `key` with `values`,
         loading the script once on NOSCRIPT, as redis-py's Script does. When no kept
-        connection is free, nothing is sent and the answer is `unsent`: the caller sends
-        through the client."""
-        connection = self._checkout()
-        if connection is None:
-            return _UNSENT
+        connection is free, nothing is sent and the answer is `UNSENT`: the caller sends
+        through the client. One call's every step is written out here, not in helpers: on a
+        Lambda function's hot path each Python call saved is CPU saved (docs/valkey.md,
+        "Speed")."""
         try:
+            connection = self._free.pop()
+        except IndexError:
+            connection = self._take()
+            if connection is None:
+                return UNSENT
+        try:
+            kept = self._kept.get(connection)
+            if kept is None or kept.sock is not connection._sock or _readable(kept.poller):
+                kept = self._fresh(connection)
             try:
-                return self._exchange(connection, self._packed(script.sha, key, values))
+                return self._exchange(connection, kept, self._packed(script.sha, key, values))
             except self._errors.NoScriptError:
                 loading = _resp([b"SCRIPT", b"LOAD", self._encoded(script.script)])
-                script.sha = _text(self._exchange(connection, loading))
-                return self._exchange(connection, self._packed(script.sha, key, values))
+                script.sha = _text(self._exchange(connection, kept, loading))
+                return self._exchange(connection, kept, self._packed(script.sha, key, values))
         finally:
             self._free.append(connection)
+
+    def _fresh(self, connection: Any) -> _Kept:
+        """A kept connection as it must be before a send: connected, and nothing to read on
+        it. Never connected, closed by the server while the function was frozen, or with
+        bytes nobody asked for, it is made anew before anything is sent on it."""
+        sock = connection._sock
+        if sock is not None:
+            kept = self._kept.get(connection)
+            if kept is None or kept.sock is not sock:  # connected by someone else since
+                kept = self._learn(connection)
+            if not _readable(kept.poller):
+                return kept
+        connection.disconnect()
+        connection.connect()
+        return self._learn(connection)
 
     def _packed(self, sha: str, key: str, values: list[Any]) -> bytes:
         """EVALSHA sha 1 key values... as RESP, each text encoded as the client would (its
         URL's `encoding`): the key the lean path writes is the key the client reads."""
-        head = self._heads.get((sha, len(values)))
-        if head is None:
+        template = self._templates.get((sha, len(values)))
+        if template is None:
             whole = _resp([b"EVALSHA", self._encoded(sha), b"1"])
             head = b"*%d" % (len(values) + 4) + whole[whole.index(b"\r\n") :]
-            self._heads[sha, len(values)] = head
+            template = head.replace(b"%", b"%%") + b"$%d\r\n%b\r\n" * (len(values) + 1)
+            self._templates[sha, len(values)] = template
         encoding = self._encoding
-        parts = [key.encode(*encoding)]
-        parts += [
-            v if type(v) is bytes else b"%d" % v if type(v) is int else str(v).encode(*encoding)
-            for v in values
-        ]
-        return head + b"".join([b"$%d\r\n%b\r\n" % (len(p), p) for p in parts])
+        part = key.encode(*encoding)
+        filling = [len(part), part]
+        for value in values:
+            if type(value) is int:
+                part = b"%d" % value
+            elif type(value) is bytes:
+                part = value
+            else:
+                part = str(value).encode(*encoding)
+            filling += (len(part), part)
+        return template % tuple(filling)
 
     def _encoded(self, text: str) -> bytes:
         return text.encode(*self._encoding)
 
-    def _exchange(self, connection: Any, packed: bytes) -> Any:
+    def _exchange(self, connection: Any, kept: _Kept, packed: bytes) -> Any:
         try:
-            # a URL's health_check_interval honoured: PING first when idle past it
-            connection.send_packed_command([packed], check_health=True)
-            kept = self._kept.get(connection)
-            if kept is not None and kept.reads_itself and kept.sock is connection._sock:
+            if connection.health_check_interval or type(connection).send_packed_command is not (
+                self._send_packed
+            ):
+                # a URL's health_check_interval honoured (PING first when idle past it: a
+                # failed PING reconnects), and a send_packed_command another library wraps
+                # (a counter, a tracer) called
+                connection.send_packed_command([packed], check_health=True)
+                if kept.reads_itself and kept.sock is connection._sock:
+                    return self._replies.read(connection)
+                return connection.read_response()
+            _sendall(self._errors, kept.sock, packed)  # redis-py's own, written out
+            if kept.reads_itself:
                 return self._replies.read(connection)
             return connection.read_response()
         except self._errors.ResponseError:
@@ -121,36 +162,6 @@ class LeanSender:
         except BaseException:
             connection.disconnect()  # a half-read answer must not be the next call's
             raise
-
-    def _checkout(self) -> Any:
-        try:
-            connection = self._free.pop()
-        except IndexError:
-            connection = self._take()
-            if connection is None:
-                return None
-        try:
-            if self._stale(connection):
-                # never connected, closed by the server while the function was frozen, or
-                # bytes nobody asked for: a fresh connection before anything is sent on it
-                connection.disconnect()
-                connection.connect()
-                self._learn(connection)
-        except BaseException:
-            self._free.append(connection)
-            raise
-        return connection
-
-    def _stale(self, connection: Any) -> bool:
-        """Whether a kept connection must be made anew before a send: never connected, or
-        its socket has something to read (an EOF included)."""
-        sock = connection._sock
-        if sock is None:
-            return True
-        kept = self._kept.get(connection)
-        if kept is None or kept.sock is not sock:  # connected by someone else since
-            kept = self._learn(connection)
-        return _readable(kept.poller)
 
     def _learn(self, connection: Any) -> _Kept:
         """What the lean path keeps of a connection's socket, made once per socket."""
@@ -200,12 +211,24 @@ def _readable(poller: Any) -> bool:
     return bool(poller.poll(0))
 
 
-_UNSENT = object()
+def _sendall(errors: Any, sock: Any, packed: bytes) -> None:
+    """`packed` sent as redis-py's `send_packed_command` sends it, its failures the same: a
+    socket timeout is redis-py's TimeoutError, any other OSError its ConnectionError (the
+    caller drops the connection: a command half sent must not be followed)."""
+    try:
+        sock.sendall(packed)
+    except TimeoutError as exc:  # socket.timeout
+        raise errors.TimeoutError("Timeout writing to socket") from exc
+    except OSError as exc:
+        if len(exc.args) > 1:
+            errno, text = exc.args[0], exc.args[1]
+        else:  # redis-py reads args[0] here, and fails on an OSError with none
+            errno, text = "UNKNOWN", exc.args[0] if exc.args else exc
+        raise errors.ConnectionError(f"Error {errno} while writing to socket. {text}.") from exc
+
+
+UNSENT = object()
 """`LeanSender.evalsha`'s answer when it sent nothing (no kept connection free)."""
-
-
-def unsent(answer: Any) -> bool:
-    return answer is _UNSENT
 
 
 def _redis_pys_own(function: Any) -> bool:

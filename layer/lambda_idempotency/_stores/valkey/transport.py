@@ -16,7 +16,7 @@ from ..._base.observe import emit
 from ..dynamodb.layout import TOMBSTONE_SECONDS
 from . import scripts
 from .connection import build_client, call, close_client, not_built
-from .lean import LeanSender, unsent
+from .lean import UNSENT, LeanSender
 from .replicas import WAIT_FAILS, ReplicaWait, refusal
 from .waking import Waiters, pool_of
 
@@ -98,11 +98,25 @@ class ScriptTransport:
             raise failure from exc
 
     def _run(self, name: str, pk: str, args: list[Any]) -> Any:
-        script, key = self._script(name, pk), self.key_of(pk)
+        loaded = self._scripts
+        script = self._script(name, pk) if loaded is None else loaded[name]
+        key = f"{self.prefix}{{{pk}}}"  # key_of's, written out on the hot path
         lean = self._lean
         if lean is not None and lean.serves():  # it packs ints itself
-            answer = self._call(name, pk, lambda _: lean.evalsha(script, key, args))
-            if not unsent(answer):
+            closes = self._closes
+            try:
+                answer = lean.evalsha(script, key, args)
+            except Exception as exc:
+                # its failure mapped (and a full pool waited out) as the client's would be
+                failed: list[BaseException] = [exc]
+
+                def again(_: Any) -> Any:
+                    if failed:
+                        raise failed.pop()
+                    return lean.evalsha(script, key, args)
+
+                answer = self._call(name, pk, again, closes=closes)
+            if answer is not UNSENT:
                 return answer
         values = [_arg(a) for a in args]
         return self._call(name, pk, lambda client: script(keys=[key], args=values))
@@ -138,11 +152,13 @@ class ScriptTransport:
         except StoreError:
             return False
 
-    def _call(self, step: str, pk: str | None, send: Any) -> Any:
+    def _call(self, step: str, pk: str | None, send: Any, closes: int | None = None) -> Any:
         """`send(client)`'s answer, its failure a StoreError (`connection.call`). A store
-        closed by another thread mid-call leaves redis-py's connection half torn down, and
-        whatever that raises is a StoreError too: the call may have been sent."""
-        client, closes = self._built(step, pk), self._closes
+        closed by another thread mid-call (since `closes`, when the call began before this)
+        leaves redis-py's connection half torn down, and whatever that raises is a StoreError
+        too: the call may have been sent."""
+        client = self._built(step, pk)
+        closes = self._closes if closes is None else closes
         unsent = self._knows_unsent
         try:
             return call(client, send, step, pk, timeout=self._timeout, knows_unsent=unsent)
