@@ -206,6 +206,11 @@ def call(
             code = "RedisClusterException" if cluster else "InvalidResponse"
             writes = step not in ("get", "scan")
             raise error(step, code, pk, retryable=True, maybe_applied=writes) from exc
+        except IndexError as exc:
+            # redis-py's send meeting an OSError without arguments (it reads `args[0]`): the
+            # socket failed and part of the request may have left
+            writes = step not in ("get", "scan")
+            raise error(step, "IndexError", pk, retryable=True, maybe_applied=writes) from exc
         except errors.RedisError as exc:
             exhausted = pool_exhausted(errors, exc)
             give_up = give_up or time.monotonic() + timeout

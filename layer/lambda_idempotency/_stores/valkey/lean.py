@@ -48,7 +48,7 @@ class LeanSender:
         self._pool = client.connection_pool
         self._errors = redis.exceptions
         own = redis.Redis.execute_command
-        self._genuine = own if _redis_pys_own(own) else None
+        self._genuine = own if _redis_pys_own(own, "client", "Redis.execute_command") else None
         options = self._pool.connection_kwargs
         self._encoding = options.get("encoding", "utf-8"), options.get("encoding_errors", "strict")
         self._free: list[Any] = []
@@ -60,9 +60,12 @@ class LeanSender:
         self._templates: dict[tuple[str, int], bytes] = {}
         """EVALSHA packed, by sha and value count: its head (count, name, sha, one key) in
         full, then a `%d`/`%b` slot for each argument's length and bytes."""
-        self._send_packed = redis.connection.AbstractConnection.send_packed_command
+        send = redis.connection.AbstractConnection.send_packed_command
+        own_send = _redis_pys_own(send, "connection", "AbstractConnection.send_packed_command")
+        self._send_packed = send if own_send else None
         """redis-py's own, which `_sendall` writes out: a connection class that has another
-        (a subclass's, or a wrapper another library installed) is sent through it."""
+        (a subclass's, or a wrapper another library installed, before this store or after)
+        is sent through it."""
 
     def serves(self) -> bool:
         """Whether the lean path may send now: nothing of the client's would be skipped."""
@@ -231,18 +234,18 @@ UNSENT = object()
 """`LeanSender.evalsha`'s answer when it sent nothing (no kept connection free)."""
 
 
-def _redis_pys_own(function: Any) -> bool:
-    """Whether `function` is redis-py's `Redis.execute_command` itself: defined in redis.client
-    under that name, wrapping nothing (a tracer's wrapper, by wrapt, functools.wraps or by
-    hand, fails one of these however it names itself)."""
+def _redis_pys_own(function: Any, module: str, qualname: str) -> bool:
+    """Whether `function` is redis-py's own `qualname` of `redis.<module>` itself: defined
+    there under that name, wrapping nothing (a tracer's wrapper, by wrapt, functools.wraps or
+    by hand, fails one of these however it names itself)."""
     code = getattr(function, "__code__", None)
     return (
         not hasattr(function, "__wrapped__")
-        and getattr(function, "__module__", None) == "redis.client"
-        and getattr(function, "__qualname__", None) == "Redis.execute_command"
+        and getattr(function, "__module__", None) == f"redis.{module}"
+        and getattr(function, "__qualname__", None) == qualname
         and code is not None
-        and code.co_name == "execute_command"
-        and code.co_filename.replace("\\", "/").endswith("redis/client.py")
+        and code.co_name == qualname.rpartition(".")[2]
+        and code.co_filename.replace("\\", "/").endswith(f"redis/{module}.py")
     )
 
 

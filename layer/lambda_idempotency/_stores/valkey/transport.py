@@ -155,15 +155,13 @@ class ScriptTransport:
     def _call(self, step: str, pk: str | None, send: Any, closes: int | None = None) -> Any:
         """`send(client)`'s answer, its failure a StoreError (`connection.call`). A store
         closed by another thread mid-call (since `closes`, when the call began before this)
-        leaves redis-py's connection half torn down, and whatever that raises is a StoreError
-        too: the call may have been sent."""
+        leaves redis-py's connection half torn down: whatever that raises, a socket's error
+        redis-py mapped or not, is a StoreError saying so (the call may have been sent)."""
         client = self._built(step, pk)
         closes = self._closes if closes is None else closes
         unsent = self._knows_unsent
         try:
             return call(client, send, step, pk, timeout=self._timeout, knows_unsent=unsent)
-        except StoreError:
-            raise
         except Exception as exc:
             if self._closes == closes:
                 raise
