@@ -1,5 +1,7 @@
 """The lean path of a ValkeyStore built from a URL: a protocol step's script sent as one packed
-EVALSHA on a connection the store keeps, its answer read off the socket by `replies` (or
+EVALSHA on a connection the store keeps, written to its socket as redis-py's own
+`send_packed_command` writes it (that method sends it where a health check is due or another
+library wrapped it), its answer read off the socket by `replies` (or
 by the connection's own parser, where that is not redis-py's pure-Python one), without
 redis-py's per-command machinery (a pool checkout and return, each with its
 observability bookkeeping, the retry wrapper, the command's packing arg by arg, the
