@@ -115,62 +115,55 @@ def _parse(parser: Any, data: bytes, at: int, depth: int, resp3: bool) -> tuple[
     kind, head, after = data[at : at + 1], data[at + 1 : line_end], line_end + 2
     if not resp3 and kind not in _RESP2:
         raise exceptions.InvalidResponse(f"Protocol Error: {data[at:line_end][:64]!r}")
-    if kind in _BLOBS:
-        length = _count(head)
-        if length < 0:
-            return None, after
-        end = after + length
-        if len(data) < end + 2:
-            raise _IncompleteError(end + 2)
-        if data[end : end + 2] != b"\r\n":
-            raise exceptions.InvalidResponse(f"Protocol Error: {kind!r} length")
-        body = data[after:end]
-        if kind == b"$":
-            return body, end + 2
-        if kind == b"=":
-            return body[4:], end + 2
-        return _error(parser, body), end + 2
-    if kind in _NUMBERS:
-        return _count(head), after
-    if kind in _AGGREGATES:
-        count = _count(head)
-        if count < 0:
-            return None, after
-        if depth >= DEEPEST:
-            raise exceptions.InvalidResponse("Protocol Error: nested too deep")
-        items = []
-        for _ in range(count * 2 if kind == b"%" else count):
-            item, after = _parse(parser, data, after, depth + 1, resp3)
-            while type(item) is _Push:  # a push amid a reply: the next value takes its place
-                item, after = _parse(parser, data, after, depth + 1, resp3)
-            items.append(item)
-        if kind == b"%":
-            try:
-                return dict(zip(items[::2], items[1::2], strict=True)), after
-            except TypeError:  # a key that is a list or a map
-                raise exceptions.InvalidResponse("Protocol Error: a map's key") from None
-        return (_Push(items) if kind == b">" else items), after
-    if kind == b"+":
-        return head, after
-    if kind == b"-":
-        return _error(parser, head), after
-    if kind == b"_":
-        return None, after
-    if kind == b",":
-        try:
-            return float(head), after
-        except ValueError:
-            raise exceptions.InvalidResponse(f"Protocol Error: {head[:64]!r}") from None
-    if kind == b"#":
-        return head == b"t", after
-    raise exceptions.InvalidResponse(f"Protocol Error: {data[at:line_end][:64]!r}")
-
-
-def _count(head: bytes) -> int:
     try:
-        return int(head)
-    except ValueError:
+        if kind in _BLOBS:
+            length = int(head)
+            if length < 0:
+                return None, after
+            end = after + length
+            if len(data) < end + 2:
+                raise _IncompleteError(end + 2)
+            if data[end : end + 2] != b"\r\n":
+                raise exceptions.InvalidResponse(f"Protocol Error: {kind!r} length")
+            body = data[after:end]
+            if kind == b"$":
+                return body, end + 2
+            if kind == b"=":
+                return body[4:], end + 2
+            return _error(parser, body), end + 2
+        if kind in _NUMBERS:
+            return int(head), after
+        if kind in _AGGREGATES:
+            count = int(head)
+            if count < 0:
+                return None, after
+            if depth >= DEEPEST:
+                raise exceptions.InvalidResponse("Protocol Error: nested too deep")
+            items = []
+            for _ in range(count * 2 if kind == b"%" else count):
+                item, after = _parse(parser, data, after, depth + 1, resp3)
+                while type(item) is _Push:  # a push amid a reply: the next value takes its place
+                    item, after = _parse(parser, data, after, depth + 1, resp3)
+                items.append(item)
+            if kind == b"%":
+                try:
+                    return dict(zip(items[::2], items[1::2], strict=True)), after
+                except TypeError:  # a key that is a list or a map
+                    raise exceptions.InvalidResponse("Protocol Error: a map's key") from None
+            return (_Push(items) if kind == b">" else items), after
+        if kind == b"+":
+            return head, after
+        if kind == b"-":
+            return _error(parser, head), after
+        if kind == b"_":
+            return None, after
+        if kind == b",":
+            return float(head), after
+        if kind == b"#":
+            return head == b"t", after
+    except ValueError:  # a length, count or number that is none (int(), float())
         raise exceptions.InvalidResponse(f"Protocol Error: {head[:64]!r}") from None
+    raise exceptions.InvalidResponse(f"Protocol Error: {data[at:line_end][:64]!r}")
 
 
 def _error(parser: Any, text: bytes) -> Any:
