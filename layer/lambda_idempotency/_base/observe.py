@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 XRAY_MODULE = "aws_xray_sdk.core"
 OTEL_MODULE = "opentelemetry.trace"
+OTEL_CONTEXT_MODULE = "opentelemetry.context"
 XRAY_OUTCOME, XRAY_KEY_HASH = "idempotency_outcome", "idempotency_key_hash"
 """X-Ray annotation keys: letters, digits and underscores only, or X-Ray drops them."""
 OTEL_OUTCOME, OTEL_KEY_HASH = "idempotency.outcome", "idempotency.key_hash"
@@ -124,6 +125,9 @@ def _annotate_xray(xray: Any, outcome: str, key_hash: str | None) -> None:
 
 
 def _annotate_otel(trace: Any, outcome: str, key_hash: str | None) -> None:
+    context = sys.modules.get(OTEL_CONTEXT_MODULE)
+    if context is not None and not context.get_current():
+        return  # nothing in OpenTelemetry's context, so no span: half the calls of asking
     span = trace.get_current_span()
     if not span.is_recording():
         return
