@@ -306,3 +306,68 @@ def test_a_wrapper_of_redis_pys_send_sees_every_lean_call(
     monkeypatch.undo()
     assert claim(store, "k-9", "a")[0]
     assert len(seen) == 3
+
+
+def test_a_callable_set_as_execute_command_that_claims_redis_module_is_not_redis_pys_own(
+    monkeypatch: pytest.MonkeyPatch, valkey_node: ValkeyServer
+) -> None:
+    """An object set in place of `Redis.execute_command` that says it is from redis.client
+    (but, being no function, has no `__qualname__`) is neither taken for redis-py's own nor a
+    crash: the store sends every script through it."""
+    calls: list[Any] = []
+    real = redis.Redis.execute_command
+
+    class Impostor:
+        __module__ = "redis.client"
+
+        def __get__(self, client: Any, owner: Any = None) -> Any:
+            if client is None:
+                return self  # on the class: itself, as the lean path looks it up
+
+            def bound(*args: Any, **options: Any) -> Any:
+                calls.append(args[0])
+                return real(client, *args, **options)
+
+            return bound
+
+    monkeypatch.setattr(redis.Redis, "execute_command", Impostor())
+    store = ValkeyStore(valkey_node.url, prefix=f"lean-{uuid.uuid4().hex[:8]}:")
+    try:
+        assert claim(store, "k-1", "a")[0]
+        assert store._lean is not None and not store._lean.serves()
+        assert calls and calls[-1] == "EVALSHA"
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(("step", "applied"), [("get", False), ("scan", False), ("claim", True)])
+def test_a_call_cut_by_close_may_have_applied_only_if_it_writes(
+    store: ValkeyStore, step: str, applied: bool
+) -> None:
+    """A call another thread's close() cut is ClosedMidCall, retryable: a read (get, scan)
+    applied nothing, a write may have."""
+    assert claim(store, "warm", "a")[0]
+
+    def cut(client: Any) -> Any:
+        store.close()
+        raise OSError("torn down by close()")
+
+    with pytest.raises(StoreError) as caught:
+        store._call(step, "pk-1", cut)
+    assert (caught.value.code, caught.value.retryable, caught.value.maybe_applied) == (
+        "ClosedMidCall",
+        True,
+        applied,
+    )
+
+
+def test_a_client_that_cannot_be_built_names_the_key_of_the_first_call() -> None:
+    """A cluster store with no node to reach fails its first call (a read, before anything
+    else built the client) with a StoreError that carries that call's key hash."""
+    with ValkeyServer() as node:
+        url = node.url
+    store = ValkeyStore(url, cluster=True, timeout=1, prefix="unbuilt:")
+    with pytest.raises(StoreError) as caught:
+        store.get("pk-first")
+    assert caught.value.key_hash == "pk-first"
+    store.close()
