@@ -363,10 +363,9 @@ def test_a_call_cut_by_close_may_have_applied_only_if_it_writes(
 
 def test_a_client_that_cannot_be_built_names_the_key_of_the_first_call() -> None:
     """A cluster store with no node to reach fails its first call (a read, before anything
-    else built the client) with a StoreError that carries that call's key hash."""
-    with ValkeyServer() as node:
-        url = node.url
-    store = ValkeyStore(url, cluster=True, timeout=1, prefix="unbuilt:")
+    else built the client) with a StoreError that carries that call's key hash. (Port 1: no
+    later test's server can take it, as one could a port freed by a stopped server.)"""
+    store = ValkeyStore("redis://127.0.0.1:1", cluster=True, timeout=1, prefix="unbuilt:")
     with pytest.raises(StoreError) as caught:
         store.get("pk-first")
     assert caught.value.key_hash == "pk-first"
