@@ -866,6 +866,16 @@ def test_a_server_restarted_between_calls_with_a_health_check_serves_the_next_ca
     assert got == [("answer", (True, None))] * 8, got
 
 
+def drained(pool: Any) -> list[Any]:
+    """Every connection `pool` will lend, taken: the pool is full until they are released."""
+    held = []
+    while True:
+        try:
+            held.append(pool.get_connection())
+        except redis.ConnectionError:
+            return held
+
+
 def test_a_full_pool_is_waited_for_or_a_store_error_never_raw(
     node: ValkeyServer, faults: Faults
 ) -> None:
@@ -876,12 +886,7 @@ def test_a_full_pool_is_waited_for_or_a_store_error_never_raw(
     store = lean_store(node.url)
     answers_its_own(store, 1)
     pool = store.client.connection_pool
-    held = []
-    while True:
-        try:
-            held.append(pool.get_connection())
-        except redis.ConnectionError:
-            break
+    held = drained(pool)
     faults.arm(Rule(send=OS_FAULTS["reset"], after=20))
     assert isinstance(attempt(lambda: claim(store, "k-0", "a")), StoreError)
     faults.disarm()
@@ -901,12 +906,7 @@ def test_a_full_pool_that_stays_full_is_a_store_error(node: ValkeyServer, faults
     store = lean_store(node.url, timeout=1.0)
     answers_its_own(store, 1)
     pool = store.client.connection_pool
-    held = []
-    while True:
-        try:
-            held.append(pool.get_connection())
-        except redis.ConnectionError:
-            break
+    held = drained(pool)
     for _ in range(4):  # every kept connection fails, one at a time
         faults.arm(Rule(send=OS_FAULTS["reset"], after=20))
         attempt(lambda: claim(store, f"k-{uuid.uuid4().hex}", "a"))
